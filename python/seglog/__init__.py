@@ -1,0 +1,50 @@
+"""seglog: Apache Kafka's log storage as an embedded Python library.
+
+>>> import seglog, tempfile
+>>> store = seglog.open(tempfile.mkdtemp())
+>>> store.create_topic("orders", partitions=3)
+>>> store.append("orders", 0, [(b"k1", b"v1")])
+(0, 0)
+>>> store.close()
+"""
+
+from . import errors
+from ._native import ConsumerRecord, __version__, decode_batches, murmur2
+from ._store import PartitionDescription, RecordInput, Store, TopicDescription, open
+from .errors import (
+    CorruptRecordError,
+    InvalidConfigError,
+    InvalidTopicError,
+    OffsetOutOfRangeError,
+    ReadOnlyStoreError,
+    RecordTooLargeError,
+    SeglogError,
+    StoreClosedError,
+    StoreLockedError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+
+__all__ = [
+    "__version__",
+    "open",
+    "Store",
+    "TopicDescription",
+    "PartitionDescription",
+    "ConsumerRecord",
+    "RecordInput",
+    "murmur2",
+    "decode_batches",
+    "errors",
+    "SeglogError",
+    "CorruptRecordError",
+    "InvalidTopicError",
+    "UnknownTopicOrPartitionError",
+    "TopicAlreadyExistsError",
+    "InvalidConfigError",
+    "RecordTooLargeError",
+    "OffsetOutOfRangeError",
+    "StoreLockedError",
+    "ReadOnlyStoreError",
+    "StoreClosedError",
+]

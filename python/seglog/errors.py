@@ -1,0 +1,68 @@
+"""seglog's exception hierarchy.
+
+Every error seglog raises on purpose is a :class:`SeglogError`; those that are
+also a kind of built-in error (a bad value, a missing key) inherit from that
+built-in too, so ``except ValueError`` keeps working. Operating-system failures
+stay :class:`OSError` (``FileNotFoundError``, ``NotADirectoryError``, ...), with
+the file name set.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "SeglogError",
+    "CorruptRecordError",
+    "InvalidTopicError",
+    "UnknownTopicOrPartitionError",
+    "TopicAlreadyExistsError",
+    "InvalidConfigError",
+    "RecordTooLargeError",
+    "OffsetOutOfRangeError",
+    "StoreLockedError",
+    "ReadOnlyStoreError",
+    "StoreClosedError",
+]
+
+
+class SeglogError(Exception):
+    """Base class of seglog's own errors."""
+
+
+class CorruptRecordError(SeglogError):
+    """A record batch failed validation (size, magic, CRC-32C or record layout)."""
+
+
+class InvalidTopicError(SeglogError, ValueError):
+    """A topic name breaks Kafka's rules: 1-249 of ``[A-Za-z0-9._-]``, not ``.``/``..``."""
+
+
+class UnknownTopicOrPartitionError(SeglogError, LookupError):
+    """The topic, or the partition of the topic, does not exist."""
+
+
+class TopicAlreadyExistsError(SeglogError):
+    """``create_topic`` was called for a topic that exists."""
+
+
+class InvalidConfigError(SeglogError, ValueError):
+    """A config key is unknown or its value is out of range."""
+
+
+class RecordTooLargeError(SeglogError, ValueError):
+    """A batch is larger than the topic's ``max.message.bytes``."""
+
+
+class OffsetOutOfRangeError(SeglogError):
+    """The offset is before the log start or after the log end."""
+
+
+class StoreLockedError(SeglogError):
+    """Another process holds the store's writer lock (its PID is in the message)."""
+
+
+class ReadOnlyStoreError(SeglogError):
+    """A write was attempted through a store opened with ``read_only=True``."""
+
+
+class StoreClosedError(SeglogError):
+    """The store was closed."""

@@ -1,0 +1,227 @@
+//! Records crossing the boundary: Python values into `NewRecord`s, decoded
+//! batches out as `ConsumerRecord` objects.
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+
+use crate::error::Error;
+use crate::record::batch::{parse_records, BatchIter};
+use crate::record::{RecordBatch, TimestampType};
+
+/// One record read from a log: Kafka's ConsumerRecord fields, immutable.
+#[pyclass(frozen, module = "seglog", name = "ConsumerRecord")]
+pub struct ConsumerRecord {
+    #[pyo3(get)]
+    topic: Py<PyString>,
+    #[pyo3(get)]
+    partition: i32,
+    #[pyo3(get)]
+    offset: i64,
+    /// Milliseconds since the epoch.
+    #[pyo3(get)]
+    timestamp: i64,
+    /// 0 = CreateTime, 1 = LogAppendTime (Kafka's ids).
+    #[pyo3(get)]
+    timestamp_type: i32,
+    #[pyo3(get)]
+    key: Option<Py<PyBytes>>,
+    #[pyo3(get)]
+    value: Option<Py<PyBytes>>,
+    /// A tuple of (key: str, value: bytes | None) pairs.
+    #[pyo3(get)]
+    headers: Py<PyTuple>,
+}
+
+#[pymethods]
+impl ConsumerRecord {
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let show = |b: &Option<Py<PyBytes>>| match b {
+            Some(b) => format!("{:?}", String::from_utf8_lossy(b.as_bytes(py))),
+            None => "None".into(),
+        };
+        format!(
+            "ConsumerRecord(topic={:?}, partition={}, offset={}, timestamp={}, key={}, value={})",
+            self.topic.bind(py).to_string(),
+            self.partition,
+            self.offset,
+            self.timestamp,
+            show(&self.key),
+            show(&self.value)
+        )
+    }
+}
+
+/// An owned record ready for the builder (bytes held without copying).
+pub struct InRecord {
+    pub key: Option<PyBackedBytes>,
+    pub value: Option<PyBackedBytes>,
+    pub headers: Vec<(PyBackedStr, Option<PyBackedBytes>)>,
+    pub timestamp: Option<i64>,
+}
+
+fn bytes_or_none(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<PyBackedBytes>> {
+    if obj.is_none() {
+        return Ok(None);
+    }
+    obj.extract::<PyBackedBytes>().map(Some).map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{what} must be bytes, bytearray or None, got {}",
+            obj.get_type().name().map_or_else(|_| "?".into(), |n| n.to_string())
+        ))
+    })
+}
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type().name().map_or_else(|_| "?".into(), |n| n.to_string())
+}
+
+/// Accepts `value` (bytes) or a tuple `(key, value[, headers[, timestamp_ms]])`.
+pub fn extract_record(obj: &Bound<'_, PyAny>) -> PyResult<InRecord> {
+    if let Ok(value) = obj.extract::<PyBackedBytes>() {
+        return Ok(InRecord { key: None, value: Some(value), headers: Vec::new(), timestamp: None });
+    }
+    let Ok(t) = obj.cast::<PyTuple>() else {
+        return Err(PyTypeError::new_err(format!(
+            "a record must be bytes (the value) or a tuple (key, value[, headers[, timestamp_ms]]), got {}",
+            type_name(obj)
+        )));
+    };
+    if !(2..=4).contains(&t.len()) {
+        return Err(PyValueError::new_err(format!(
+            "a record tuple has 2 to 4 items (key, value[, headers[, timestamp_ms]]), got {}",
+            t.len()
+        )));
+    }
+    let key = bytes_or_none(&t.get_item(0)?, "key")?;
+    let value = bytes_or_none(&t.get_item(1)?, "value")?;
+    let mut headers = Vec::new();
+    if t.len() >= 3 {
+        let h = t.get_item(2)?;
+        if !h.is_none() {
+            for item in h.try_iter().map_err(|_| {
+                PyTypeError::new_err(format!("headers must be a sequence of (str, bytes) pairs, got {}", type_name(&h)))
+            })? {
+                let item = item?;
+                let pair: (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract().map_err(|_| {
+                    PyTypeError::new_err(format!("a header must be a (str, bytes) pair, got {}", type_name(&item)))
+                })?;
+                let k: PyBackedStr = pair.0.extract().map_err(|_| {
+                    PyTypeError::new_err(format!("a header key must be str, got {}", type_name(&pair.0)))
+                })?;
+                headers.push((k, bytes_or_none(&pair.1, "a header value")?));
+            }
+        }
+    }
+    let timestamp = if t.len() == 4 {
+        let ts = t.get_item(3)?;
+        if ts.is_none() {
+            None
+        } else {
+            Some(ts.extract::<i64>().map_err(|_| {
+                PyTypeError::new_err(format!("timestamp_ms must be an int, got {}", type_name(&ts)))
+            })?)
+        }
+    } else {
+        None
+    };
+    Ok(InRecord { key, value, headers, timestamp })
+}
+
+/// A batch read from a log, decompressed, ready to turn into Python records.
+pub struct DecodedBatch {
+    base_offset: i64,
+    base_timestamp: i64,
+    max_timestamp: i64,
+    log_append_time: bool,
+    payload: Vec<u8>,
+    records: i32,
+    last_offset_delta: i32,
+    control: bool,
+}
+
+/// Splits raw batches and decompresses them (no Python objects: runs detached).
+pub fn decode(bytes: &[u8], verify_crc: bool) -> Result<Vec<DecodedBatch>, Error> {
+    let mut out = Vec::new();
+    for b in BatchIter::new(bytes, verify_crc) {
+        let b: RecordBatch<'_> = b?;
+        out.push(DecodedBatch {
+            base_offset: b.base_offset(),
+            base_timestamp: b.base_timestamp(),
+            max_timestamp: b.max_timestamp(),
+            log_append_time: b.timestamp_type() == TimestampType::LogAppendTime,
+            payload: b.records_payload()?.into_owned(),
+            records: b.records_count(),
+            last_offset_delta: b.last_offset_delta(),
+            control: b.is_control(),
+        });
+    }
+    Ok(out)
+}
+
+/// Turns decoded batches into ConsumerRecords at or after `min_offset`.
+/// Control batches (transaction markers) are not user records and are skipped.
+pub fn to_records<'py>(
+    py: Python<'py>,
+    topic: &Bound<'py, PyString>,
+    partition: i32,
+    batches: &[DecodedBatch],
+    min_offset: i64,
+) -> PyResult<Bound<'py, PyList>> {
+    let list = PyList::empty(py);
+    for b in batches {
+        if b.control || b.base_offset + i64::from(b.last_offset_delta) < min_offset {
+            continue;
+        }
+        let recs = parse_records(&b.payload, b.records, b.last_offset_delta).map_err(Error::from)?;
+        for r in recs {
+            let offset = b.base_offset + i64::from(r.offset_delta);
+            if offset < min_offset {
+                continue;
+            }
+            let (timestamp, ts_type) = if b.log_append_time {
+                (b.max_timestamp, TimestampType::LogAppendTime.id())
+            } else {
+                (b.base_timestamp + r.timestamp_delta, TimestampType::CreateTime.id())
+            };
+            let headers = PyTuple::new(
+                py,
+                r.headers.iter().map(|(k, v)| {
+                    (String::from_utf8_lossy(k).into_owned(), v.map(|v| PyBytes::new(py, v)))
+                }),
+            )?;
+            let rec = ConsumerRecord {
+                topic: topic.clone().unbind(),
+                partition,
+                offset,
+                timestamp,
+                timestamp_type: ts_type,
+                key: r.key.map(|k| PyBytes::new(py, k).unbind()),
+                value: r.value.map(|v| PyBytes::new(py, v).unbind()),
+                headers: headers.unbind(),
+            };
+            list.append(Py::new(py, rec)?)?;
+        }
+    }
+    Ok(list)
+}
+
+/// Kafka's murmur2 hash of `data`, as a signed 32-bit int.
+#[pyfunction]
+pub fn murmur2(data: PyBackedBytes) -> i32 {
+    crate::partitioner::murmur2(&data)
+}
+
+/// Decodes raw RecordBatch v2 bytes into ConsumerRecords (CRC checked).
+#[pyfunction]
+#[pyo3(signature = (data, topic = "", partition = -1))]
+pub fn decode_batches<'py>(
+    py: Python<'py>,
+    data: PyBackedBytes,
+    topic: &str,
+    partition: i32,
+) -> PyResult<Bound<'py, PyList>> {
+    let batches = py.detach(|| decode(&data, true))?;
+    to_records(py, &PyString::new(py, topic), partition, &batches, i64::MIN)
+}

@@ -1,0 +1,329 @@
+//! `seglog._native.Store`: the core store behind a frozen class. Every call that
+//! touches the disk runs with the GIL released.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString};
+
+use super::errors::SeglogError;
+use super::records::{decode, extract_record, to_records, InRecord};
+use crate::log::now_ms;
+use crate::record::batch::build_batches;
+use crate::record::{Compression, NewRecord};
+use crate::store::Store as CoreStore;
+
+/// Config values may be given as str, int, float or bool; Kafka's own form is text.
+pub fn config_map(config: Option<&Bound<'_, PyDict>>) -> PyResult<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    let Some(config) = config else { return Ok(out) };
+    for (k, v) in config.iter() {
+        let key: String = k.extract().map_err(|_| PyTypeError::new_err("config keys must be str"))?;
+        let value = if v.is_instance_of::<PyBool>() {
+            if v.extract::<bool>()? { "true" } else { "false" }.to_string()
+        } else if v.is_instance_of::<PyInt>() || v.is_instance_of::<PyFloat>() || v.is_instance_of::<PyString>() {
+            v.str()?.to_string()
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "config {key:?}: expected str, int, float or bool, got {}",
+                v.get_type().name()?
+            )));
+        };
+        out.insert(key, value);
+    }
+    Ok(out)
+}
+
+fn compression(name: &str) -> PyResult<Compression> {
+    Compression::from_name(name).ok_or_else(|| {
+        PyValueError::new_err(format!("compression_type must be one of none, gzip, snappy, lz4, zstd; got {name:?}"))
+    })
+}
+
+#[pyclass(frozen, module = "seglog._native", name = "Store")]
+pub struct Store {
+    inner: Arc<CoreStore>,
+    pid: u32,
+}
+
+impl Store {
+    /// The store, if this is still the process that opened it (a forked child
+    /// must not share the parent's locks, maps or threads).
+    fn core(&self) -> PyResult<&Arc<CoreStore>> {
+        let pid = std::process::id();
+        if pid != self.pid {
+            return Err(SeglogError::new_err(format!(
+                "this Store was opened by process {} and cannot be used in forked process {pid}; \
+                 call seglog.open() again in the child",
+                self.pid
+            )));
+        }
+        Ok(&self.inner)
+    }
+}
+
+#[pymethods]
+impl Store {
+    #[new]
+    #[pyo3(signature = (path, config = None, read_only = false))]
+    fn new(py: Python<'_>, path: PathBuf, config: Option<&Bound<'_, PyDict>>, read_only: bool) -> PyResult<Self> {
+        let config = config_map(config)?;
+        let inner = py.detach(|| CoreStore::open(&path, &config, read_only))?;
+        Ok(Store { inner, pid: std::process::id() })
+    }
+
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.inner.path().to_owned()
+    }
+    #[getter]
+    fn read_only(&self) -> bool {
+        self.inner.is_read_only()
+    }
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+    #[getter]
+    fn opened_by_pid(&self) -> u32 {
+        self.pid
+    }
+    #[getter]
+    fn clean_shutdown(&self) -> bool {
+        self.inner.was_clean_shutdown()
+    }
+    /// (segments scanned, bytes truncated, segments deleted) by recovery at open.
+    #[getter]
+    fn recovery(&self) -> (usize, u64, usize) {
+        let r = self.inner.load_report();
+        (r.recovered_segments, r.truncated_bytes, r.deleted_segments)
+    }
+
+    #[pyo3(signature = (name, partitions = 1, config = None))]
+    fn create_topic(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        partitions: i32,
+        config: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<()> {
+        let config = config_map(config)?;
+        let core = self.core()?;
+        py.detach(|| core.create_topic(name, partitions, &config))?;
+        Ok(())
+    }
+
+    fn delete_topic(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        let core = self.core()?;
+        Ok(py.detach(|| core.delete_topic(name))?)
+    }
+
+    fn alter_topic_config(&self, py: Python<'_>, name: &str, changes: &Bound<'_, PyDict>) -> PyResult<()> {
+        let mut map = BTreeMap::new();
+        for (k, v) in changes.iter() {
+            let key: String = k.extract().map_err(|_| PyTypeError::new_err("config keys must be str"))?;
+            let value = if v.is_none() {
+                None
+            } else {
+                let d = PyDict::new(py);
+                d.set_item(&key, v)?;
+                config_map(Some(&d))?.remove(&key)
+            };
+            map.insert(key, value);
+        }
+        let core = self.core()?;
+        Ok(py.detach(|| core.alter_topic_config(name, &map))?)
+    }
+
+    fn topics(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        let core = self.core()?;
+        Ok(py.detach(|| core.topics())?)
+    }
+
+    fn partition_count(&self, py: Python<'_>, topic: &str) -> PyResult<usize> {
+        let core = self.core()?;
+        Ok(py.detach(|| core.topic(topic))?.partitions.len())
+    }
+
+    /// A dict: name, topic_id, partitions (list of dicts), config, overrides.
+    fn describe<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyDict>> {
+        let core = self.core()?;
+        let d = py.detach(|| core.describe(name))?;
+        let out = PyDict::new(py);
+        out.set_item("name", &d.name)?;
+        out.set_item("topic_id", &d.topic_id)?;
+        let parts = PyList::empty(py);
+        for p in &d.partitions {
+            let pd = PyDict::new(py);
+            pd.set_item("partition", p.partition)?;
+            pd.set_item("log_start_offset", p.log_start_offset)?;
+            pd.set_item("log_end_offset", p.log_end_offset)?;
+            pd.set_item("size_bytes", p.size_bytes)?;
+            pd.set_item("segment_count", p.segment_count)?;
+            pd.set_item("recovery_point", p.recovery_point)?;
+            parts.append(pd)?;
+        }
+        out.set_item("partitions", parts)?;
+        out.set_item("config", d.config)?;
+        out.set_item("overrides", d.overrides)?;
+        Ok(out)
+    }
+
+    /// Kafka's default partitioner: murmur2(key) mod the topic's partition count.
+    fn partition_for_key(&self, py: Python<'_>, topic: &str, key: PyBackedBytes) -> PyResult<i32> {
+        let core = self.core()?;
+        let t = py.detach(|| core.topic(topic))?;
+        Ok(t.partition_for_key(&key))
+    }
+
+    /// Appends records as one or more batches; returns (base_offset, last_offset).
+    #[pyo3(signature = (topic, partition, records, compression_type = "none", durable = false, create = false))]
+    #[allow(clippy::too_many_arguments)]
+    fn append(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        partition: i32,
+        records: &Bound<'_, PyAny>,
+        compression_type: &str,
+        durable: bool,
+        create: bool,
+    ) -> PyResult<(i64, i64)> {
+        let codec = compression(compression_type)?;
+        let items: Vec<InRecord> = records
+            .try_iter()
+            .map_err(|_| PyTypeError::new_err("records must be an iterable of bytes or tuples"))?
+            .map(|r| extract_record(&r?))
+            .collect::<PyResult<_>>()?;
+        if items.is_empty() {
+            return Err(PyValueError::new_err("records is empty: nothing to append"));
+        }
+        let core = self.core()?;
+        let info = py.detach(|| {
+            let t = if create { core.topic_or_create(topic)? } else { core.topic(topic)? };
+            let log = t.partition(partition)?.clone();
+            let config = log.config();
+            let now = now_ms();
+            let headers: Vec<Vec<(&[u8], Option<&[u8]>)>> = items
+                .iter()
+                .map(|r| r.headers.iter().map(|(k, v)| (k.as_bytes(), v.as_deref())).collect())
+                .collect();
+            let recs: Vec<NewRecord<'_>> = items
+                .iter()
+                .zip(&headers)
+                .map(|(r, h)| NewRecord {
+                    timestamp: r.timestamp.unwrap_or(now),
+                    key: r.key.as_deref(),
+                    value: r.value.as_deref(),
+                    headers: h,
+                })
+                .collect();
+            let max = config.max_message_bytes.min(1 << 20);
+            let buf = build_batches(&recs, codec, crate::record::TimestampType::CreateTime, max);
+            let info = log.append_trusted(buf)?;
+            if durable {
+                log.wait_durable(info.last_offset + 1)?;
+            }
+            Ok::<_, crate::error::Error>(info)
+        })?;
+        Ok((info.base_offset, info.last_offset))
+    }
+
+    /// Appends RecordBatch v2 bytes made elsewhere (validated: CRC, records).
+    #[pyo3(signature = (topic, partition, data, durable = false))]
+    fn append_raw(&self, py: Python<'_>, topic: &str, partition: i32, data: PyBackedBytes, durable: bool) -> PyResult<(i64, i64)> {
+        let core = self.core()?;
+        let info = py.detach(|| {
+            let log = core.partition(topic, partition)?;
+            let info = log.append(data.to_vec())?;
+            if durable {
+                log.wait_durable(info.last_offset + 1)?;
+            }
+            Ok::<_, crate::error::Error>(info)
+        })?;
+        Ok((info.base_offset, info.last_offset))
+    }
+
+    /// Records at or after `offset`, from whole batches of at most `max_bytes`
+    /// (always at least one batch).
+    #[pyo3(signature = (topic, partition, offset, max_bytes = 1048576))]
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        topic: &Bound<'py, PyString>,
+        partition: i32,
+        offset: i64,
+        max_bytes: u64,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let name = topic.to_str()?;
+        let core = self.core()?;
+        let batches = py.detach(|| {
+            let log = core.partition(name, partition)?;
+            let bytes = log.read(offset, max_bytes)?.bytes()?;
+            decode(&bytes, log.is_read_only())
+        })?;
+        to_records(py, topic, partition, &batches, offset)
+    }
+
+    /// The raw batches `read` would decode, as bytes.
+    #[pyo3(signature = (topic, partition, offset, max_bytes = 1048576))]
+    fn read_raw<'py>(&self, py: Python<'py>, topic: &str, partition: i32, offset: i64, max_bytes: u64) -> PyResult<Vec<u8>> {
+        let core = self.core()?;
+        Ok(py.detach(|| core.partition(topic, partition)?.read(offset, max_bytes)?.bytes())?)
+    }
+
+    /// (segment path, position, length) of the batches `read` would return, for
+    /// zero-copy transfer (os.sendfile), or None at the log end.
+    #[pyo3(signature = (topic, partition, offset, max_bytes = 1048576))]
+    fn file_range(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        max_bytes: u64,
+    ) -> PyResult<Option<(PathBuf, u64, u64)>> {
+        let core = self.core()?;
+        let slice = py.detach(|| core.partition(topic, partition)?.read(offset, max_bytes))?;
+        Ok(slice.range.map(|r| (r.path, r.position, r.length)))
+    }
+
+    /// (offset, timestamp) of the first record with timestamp >= `timestamp`.
+    fn offset_for_time(&self, py: Python<'_>, topic: &str, partition: i32, timestamp: i64) -> PyResult<Option<(i64, i64)>> {
+        let core = self.core()?;
+        Ok(py.detach(|| core.partition(topic, partition)?.offset_for_time(timestamp))?)
+    }
+
+    /// (log start offset, log end offset) of a partition.
+    fn offsets(&self, py: Python<'_>, topic: &str, partition: i32) -> PyResult<(i64, i64)> {
+        let core = self.core()?;
+        Ok(py.detach(|| {
+            let log = core.partition(topic, partition)?;
+            log.follow_writer()?;
+            Ok::<_, crate::error::Error>((log.log_start_offset(), log.log_end_offset()))
+        })?)
+    }
+
+    fn truncate_to(&self, py: Python<'_>, topic: &str, partition: i32, offset: i64) -> PyResult<()> {
+        let core = self.core()?;
+        Ok(py.detach(|| core.partition(topic, partition)?.truncate_to(offset))?)
+    }
+
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        let core = self.core()?;
+        Ok(py.detach(|| core.flush())?)
+    }
+
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        if std::process::id() != self.pid {
+            // The child never owned the store: nothing of it to close here.
+            return Ok(());
+        }
+        let core = &self.inner;
+        Ok(py.detach(|| core.close())?)
+    }
+}

@@ -1,0 +1,66 @@
+//! The core's one error type. Every failure a caller can cause is a variant here,
+//! so the bindings map each to a specific Python exception.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Why a record batch was refused while parsing or validating it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CorruptBatch {
+    #[error("batch is {have} bytes, shorter than the {need}-byte minimum")]
+    TooShort { have: usize, need: usize },
+    #[error("unsupported magic byte {0} (only RecordBatch v2, magic 2, is supported)")]
+    BadMagic(i8),
+    #[error("CRC-32C mismatch: header says {stored:#010x}, content gives {computed:#010x}")]
+    CrcMismatch { stored: u32, computed: u32 },
+    #[error("batchLength {declared} runs past the end of the data ({available} bytes available)")]
+    LengthPastEnd { declared: usize, available: usize },
+    #[error("invalid record inside the batch: {0}")]
+    BadRecord(String),
+    #[error("unknown compression codec id {0}")]
+    UnknownCodec(u8),
+    #[error("compressed payload could not be decoded: {0}")]
+    Decompress(String),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    #[error("I/O error on {path}: {source}")]
+    IoAt { path: PathBuf, source: io::Error },
+    #[error("corrupt record batch: {0}")]
+    Corrupt(#[from] CorruptBatch),
+    #[error("invalid topic name {name:?}: {reason}")]
+    InvalidTopic { name: String, reason: String },
+    #[error("topic {0:?} does not exist")]
+    UnknownTopic(String),
+    #[error("topic {0:?} already exists")]
+    TopicExists(String),
+    #[error("topic {topic:?} has no partition {partition} (it has {count})")]
+    UnknownPartition { topic: String, partition: i32, count: i32 },
+    #[error("invalid config: {0}")]
+    InvalidConfig(String),
+    #[error("record batch of {size} bytes exceeds max.message.bytes = {max}")]
+    RecordTooLarge { size: usize, max: usize },
+    #[error("offset {offset} is out of range for {topic}-{partition} (log start {start}, log end {end})")]
+    OffsetOutOfRange { topic: String, partition: i32, offset: i64, start: i64, end: i64 },
+    #[error("store {path} is locked by another writer (pid {pid}); open it with read_only=True to read while it writes")]
+    StoreLocked { path: PathBuf, pid: String },
+    #[error("store is open read-only: {0} is not allowed")]
+    ReadOnly(&'static str),
+    #[error("store is closed")]
+    Closed,
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+}
+
+impl Error {
+    /// Attaches a path to a bare I/O error, so messages name the file involved.
+    pub fn at(path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> Error {
+        let path = path.into();
+        move |source| Error::IoAt { path, source }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,881 @@
+//! One topic-partition: an ordered set of segments, the last one active.
+//!
+//! Appends are serialised by the writer lock; reads take no lock beyond a brief
+//! look at the segment map, and see data up to the log end offset, which is
+//! published (atomically) only after the bytes are in the file. Durable appends
+//! share fsyncs: whoever finds no flush running starts one that covers everything
+//! appended so far, and the others wait for it (group commit).
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::checkpoint;
+use crate::config::LogConfig;
+use crate::error::{CorruptBatch, Error, Result};
+use crate::record::batch::{set_base_offset, set_log_append_time, set_partition_leader_epoch, BatchIter};
+use crate::record::{RecordBatch, TimestampType};
+use crate::segment::{parse_file_name, BatchInfo, FileRange, Segment, SegmentMode};
+
+/// The leader epoch stamped on appended batches: an embedded log is its own
+/// leader and never changes epoch.
+pub const LEADER_EPOCH: i32 = 0;
+pub const LEADER_EPOCH_CHECKPOINT: &str = "leader-epoch-checkpoint";
+
+pub fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Where an append landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    /// The broker-assigned time for LogAppendTime topics, else -1.
+    pub log_append_time: i64,
+    pub records: i64,
+}
+
+/// A read: whole batches from one segment, as a file range, plus the bounds the
+/// reader may want (Kafka's Fetch returns the same).
+#[derive(Clone)]
+pub struct ReadSlice {
+    pub segment: Option<Arc<Segment>>,
+    pub range: Option<FileRange>,
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+}
+
+impl ReadSlice {
+    pub fn bytes(&self) -> Result<Vec<u8>> {
+        match (&self.segment, &self.range) {
+            (Some(seg), Some(r)) => seg.read_bytes(r.position, r.length as usize),
+            _ => Ok(Vec::new()),
+        }
+    }
+}
+
+/// What opening the log found and did.
+#[derive(Debug, Clone, Default)]
+pub struct LoadReport {
+    pub recovered_segments: usize,
+    pub truncated_bytes: u64,
+    pub deleted_segments: usize,
+}
+
+struct FlushState {
+    flushed_to: i64,
+    running: bool,
+}
+
+struct WriterState {
+    unflushed_messages: i64,
+    last_flush: Instant,
+}
+
+pub struct PartitionLog {
+    pub topic: String,
+    pub partition: i32,
+    dir: PathBuf,
+    config: RwLock<Arc<LogConfig>>,
+    segments: RwLock<BTreeMap<i64, Arc<Segment>>>,
+    writer: Mutex<WriterState>,
+    end_offset: AtomicI64,
+    start_offset: AtomicI64,
+    recovery_point: AtomicI64,
+    flush: Mutex<FlushState>,
+    flushed: Condvar,
+    dir_dirty: AtomicBool,
+    read_only: bool,
+    closed: AtomicBool,
+    /// Serialises a reader's look at what the writer added.
+    follow: Mutex<()>,
+}
+
+fn list_segments(dir: &Path) -> Result<Vec<i64>> {
+    let mut bases = Vec::new();
+    for entry in fs::read_dir(dir).map_err(Error::at(dir))? {
+        let entry = entry.map_err(Error::at(dir))?;
+        let name = entry.file_name();
+        if let Some(base) = name.to_str().and_then(|n| parse_file_name(n, ".log")) {
+            bases.push(base);
+        }
+    }
+    bases.sort_unstable();
+    Ok(bases)
+}
+
+/// Removes what an interrupted operation left behind: temporary files and
+/// indexes whose log is gone (Kafka's rules before recovery).
+fn remove_strays(dir: &Path) -> Result<()> {
+    for entry in fs::read_dir(dir).map_err(Error::at(dir))? {
+        let entry = entry.map_err(Error::at(dir))?;
+        let path = entry.path();
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else { continue };
+        let orphan_index = [".index", ".timeindex"].iter().any(|sfx| {
+            parse_file_name(name, sfx).is_some_and(|b| !dir.join(crate::segment::file_name(b, ".log")).exists())
+        });
+        if name.ends_with(".deleted") || name.ends_with(".cleaned") || name.ends_with(".tmp") || orphan_index {
+            fs::remove_file(&path).map_err(Error::at(&path))?;
+        }
+    }
+    Ok(())
+}
+
+impl PartitionLog {
+    /// Opens the log for writing. Unless the store shut down cleanly, every
+    /// segment from the one holding `recovery_point` on is scanned and cut at the
+    /// first bad batch; segments after a cut are deleted.
+    pub fn open(
+        dir: &Path,
+        topic: &str,
+        partition: i32,
+        config: Arc<LogConfig>,
+        recovery_point: i64,
+        log_start_checkpoint: Option<i64>,
+        clean_shutdown: bool,
+    ) -> Result<(Self, LoadReport)> {
+        fs::create_dir_all(dir).map_err(Error::at(dir))?;
+        remove_strays(dir)?;
+        let mut report = LoadReport::default();
+        let mut bases = list_segments(dir)?;
+        if bases.is_empty() {
+            bases.push(log_start_checkpoint.unwrap_or(0).max(0));
+        }
+        let last_base = *bases.last().unwrap_or(&0);
+        let index_bytes = config.segment_index_bytes;
+        let max_batch = (config.max_message_bytes as u64).max(1 << 20) * 16;
+        let mut segments = BTreeMap::new();
+        let recover_from =
+            bases.iter().copied().take_while(|&b| b <= recovery_point).last().unwrap_or(bases[0]);
+        let mut cut = false;
+        for &base in &bases {
+            if cut {
+                Segment::open(dir, base, index_bytes, SegmentMode::Sealed)?.delete_files()?;
+                report.deleted_segments += 1;
+                continue;
+            }
+            let is_last = base == last_base;
+            let mode = if is_last { SegmentMode::Active } else { SegmentMode::Sealed };
+            let needs_recovery = !clean_shutdown && base >= recover_from;
+            let seg = if needs_recovery || !Segment::indexes_exist(dir, base) {
+                let seg = Segment::open(dir, base, index_bytes, SegmentMode::Active)?;
+                let r = seg.recover(config.index_interval_bytes, max_batch)?;
+                report.recovered_segments += 1;
+                report.truncated_bytes += r.truncated_bytes;
+                if r.truncated_bytes > 0 {
+                    cut = true;
+                }
+                if is_last || cut {
+                    seg
+                } else {
+                    seg.seal()?;
+                    Segment::open(dir, base, index_bytes, mode)?
+                }
+            } else {
+                let seg = Segment::open(dir, base, index_bytes, mode)?;
+                if !seg.index_is_sane()? {
+                    // A damaged index is rebuilt from the log, as Kafka does.
+                    drop(seg);
+                    let seg = Segment::open(dir, base, index_bytes, SegmentMode::Active)?;
+                    seg.recover(config.index_interval_bytes, max_batch)?;
+                    report.recovered_segments += 1;
+                    if !is_last {
+                        seg.seal()?;
+                    }
+                    Segment::open(dir, base, index_bytes, mode)?
+                } else {
+                    seg
+                }
+            };
+            segments.insert(base, Arc::new(seg));
+        }
+        // A cut makes the cut segment the active one.
+        let (&active_base, active) = segments.iter().next_back().ok_or_else(|| {
+            Error::InvalidArgument(format!("no segments in {}", dir.display()))
+        })?;
+        let end = active.last_batch(active.size())?.map_or(active_base, |b| b.last_offset + 1);
+        let first_base = *segments.keys().next().unwrap_or(&0);
+        let start = log_start_checkpoint.unwrap_or(first_base).clamp(first_base, end);
+        let rp = recovery_point.min(end);
+        let log = PartitionLog {
+            topic: topic.to_string(),
+            partition,
+            dir: dir.to_owned(),
+            config: RwLock::new(config),
+            segments: RwLock::new(segments),
+            writer: Mutex::new(WriterState { unflushed_messages: 0, last_flush: Instant::now() }),
+            end_offset: AtomicI64::new(end),
+            start_offset: AtomicI64::new(start),
+            recovery_point: AtomicI64::new(if clean_shutdown { end } else { rp }),
+            flush: Mutex::new(FlushState { flushed_to: if clean_shutdown { end } else { rp }, running: false }),
+            flushed: Condvar::new(),
+            dir_dirty: AtomicBool::new(true),
+            read_only: false,
+            closed: AtomicBool::new(false),
+            follow: Mutex::new(()),
+        };
+        let epoch_file = dir.join(LEADER_EPOCH_CHECKPOINT);
+        if !epoch_file.exists() {
+            checkpoint::write_leader_epochs(&epoch_file, &[(LEADER_EPOCH, 0)])?;
+        }
+        Ok((log, report))
+    }
+
+    /// Opens the log for reading while another process may be writing it. Nothing
+    /// on disk is changed; reads stop at the last whole, CRC-valid batch.
+    pub fn open_read_only(dir: &Path, topic: &str, partition: i32, config: Arc<LogConfig>) -> Result<Self> {
+        let log = PartitionLog {
+            topic: topic.to_string(),
+            partition,
+            dir: dir.to_owned(),
+            config: RwLock::new(config),
+            segments: RwLock::new(BTreeMap::new()),
+            writer: Mutex::new(WriterState { unflushed_messages: 0, last_flush: Instant::now() }),
+            end_offset: AtomicI64::new(0),
+            start_offset: AtomicI64::new(0),
+            recovery_point: AtomicI64::new(0),
+            flush: Mutex::new(FlushState { flushed_to: 0, running: false }),
+            flushed: Condvar::new(),
+            dir_dirty: AtomicBool::new(false),
+            read_only: true,
+            closed: AtomicBool::new(false),
+            follow: Mutex::new(()),
+        };
+        log.follow_writer()?;
+        Ok(log)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn config(&self) -> Arc<LogConfig> {
+        self.config.read().clone()
+    }
+    pub fn set_config(&self, config: Arc<LogConfig>) {
+        *self.config.write() = config;
+    }
+    pub fn log_end_offset(&self) -> i64 {
+        self.end_offset.load(Ordering::Acquire)
+    }
+    pub fn log_start_offset(&self) -> i64 {
+        self.start_offset.load(Ordering::Acquire)
+    }
+    pub fn recovery_point(&self) -> i64 {
+        self.recovery_point.load(Ordering::Acquire)
+    }
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+    pub fn segment_count(&self) -> usize {
+        self.segments.read().len()
+    }
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.read().values().map(|s| s.size()).sum()
+    }
+    pub fn segment_bases(&self) -> Vec<i64> {
+        self.segments.read().keys().copied().collect()
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+
+    fn active(&self) -> Result<Arc<Segment>> {
+        self.segments.read().values().next_back().cloned().ok_or(Error::Closed)
+    }
+
+    /// Appends batches built by seglog itself (already well formed): offsets are
+    /// assigned here. `buf` may hold several batches back to back.
+    pub fn append_trusted(&self, buf: Vec<u8>) -> Result<AppendInfo> {
+        self.append_inner(buf, false)
+    }
+
+    /// Appends batches from outside (a client, a file): each must pass the CRC
+    /// check and decode into exactly the records its header declares.
+    pub fn append(&self, buf: Vec<u8>) -> Result<AppendInfo> {
+        self.append_inner(buf, true)
+    }
+
+    fn append_inner(&self, mut buf: Vec<u8>, validate: bool) -> Result<AppendInfo> {
+        if self.read_only {
+            return Err(Error::ReadOnly("append"));
+        }
+        let config = self.config();
+        // Find the batch boundaries first, refusing the whole append if any is bad.
+        let mut bounds = Vec::new();
+        {
+            let mut it = BatchIter::new(&buf, validate);
+            let mut pos = 0;
+            while let Some(b) = it.next() {
+                let b = b?;
+                if b.size() > config.max_message_bytes {
+                    return Err(Error::RecordTooLarge { size: b.size(), max: config.max_message_bytes });
+                }
+                if validate {
+                    if b.is_control() {
+                        // Control batches are a broker's to write, never a client's.
+                        return Err(CorruptBatch::BadRecord("control batch from a client".into()).into());
+                    }
+                    let payload = b.records_payload()?;
+                    let recs = b.records(&payload)?;
+                    if recs.is_empty() {
+                        return Err(CorruptBatch::BadRecord("batch holds no records".into()).into());
+                    }
+                }
+                bounds.push((pos, b.size(), b.records_count(), b.last_offset_delta()));
+                pos += b.size();
+            }
+        }
+        if bounds.is_empty() {
+            return Err(Error::InvalidArgument("nothing to append: no record batch given".into()));
+        }
+        let mut w = self.writer.lock();
+        self.check_open()?;
+        let log_append_time =
+            if config.message_timestamp_type == TimestampType::LogAppendTime { now_ms() } else { -1 };
+        let first = self.log_end_offset();
+        let mut next = first;
+        let mut records = 0i64;
+        for &(pos, size, count, last_delta) in &bounds {
+            let bytes = &mut buf[pos..pos + size];
+            set_base_offset(bytes, next);
+            set_partition_leader_epoch(bytes, LEADER_EPOCH);
+            if log_append_time >= 0 {
+                set_log_append_time(bytes, log_append_time);
+            }
+            let batch = RecordBatch::parse_header(bytes)?;
+            let info = BatchInfo {
+                position: 0,
+                size: size as u64,
+                base_offset: next,
+                last_offset: next + i64::from(last_delta),
+                max_timestamp: batch.max_timestamp(),
+                records: count,
+            };
+            let seg = self.maybe_roll(&config, &info)?;
+            seg.append(bytes, &info, config.index_interval_bytes)?;
+            next = info.last_offset + 1;
+            records += i64::from(count);
+            self.end_offset.store(next, Ordering::Release);
+        }
+        w.unflushed_messages += records;
+        let due = w.unflushed_messages >= config.flush_messages
+            || (config.flush_ms < i64::MAX && w.last_flush.elapsed().as_millis() as i64 >= config.flush_ms);
+        if due {
+            w.unflushed_messages = 0;
+            w.last_flush = Instant::now();
+            drop(w);
+            self.flush_to(next, false)?;
+        }
+        Ok(AppendInfo { base_offset: first, last_offset: next - 1, log_append_time, records })
+    }
+
+    /// Rolls to a new segment when Kafka would: the batch would overflow
+    /// `segment.bytes`, the segment is older than `segment.ms`, an index is full,
+    /// or the batch's offsets no longer fit a 32-bit relative offset.
+    fn maybe_roll(&self, config: &LogConfig, info: &BatchInfo) -> Result<Arc<Segment>> {
+        let seg = self.active()?;
+        let size = seg.size();
+        if size == 0 {
+            return Ok(seg);
+        }
+        let too_big = size + info.size > config.segment_bytes;
+        let too_old = match seg.first_batch_timestamp()? {
+            Some(ts) if ts >= 0 => info.max_timestamp.saturating_sub(ts) > config.segment_ms,
+            _ => false,
+        };
+        let overflow = info.last_offset - seg.base_offset > i64::from(i32::MAX);
+        if !(too_big || too_old || overflow || seg.index_is_full()) {
+            return Ok(seg);
+        }
+        seg.seal()?;
+        let base = info.base_offset;
+        let new = Arc::new(Segment::open(&self.dir, base, config.segment_index_bytes, SegmentMode::Active)?);
+        self.segments.write().insert(base, new.clone());
+        self.dir_dirty.store(true, Ordering::Release);
+        Ok(new)
+    }
+
+    /// Makes everything below `target` durable. Concurrent callers share one
+    /// fsync: a flush in progress covers all that was appended before it began.
+    pub fn flush_to(&self, target: i64, indexes_too: bool) -> Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
+        let mut st = self.flush.lock();
+        loop {
+            if st.flushed_to >= target && !indexes_too {
+                return Ok(());
+            }
+            if !st.running {
+                break;
+            }
+            self.flushed.wait(&mut st);
+        }
+        st.running = true;
+        let from = st.flushed_to;
+        drop(st);
+        let end = self.log_end_offset();
+        let result = self.sync_range(from, indexes_too);
+        let mut st = self.flush.lock();
+        st.running = false;
+        if result.is_ok() && end > st.flushed_to {
+            st.flushed_to = end;
+            self.recovery_point.fetch_max(end, Ordering::AcqRel);
+        }
+        drop(st);
+        self.flushed.notify_all();
+        result
+    }
+
+    fn sync_range(&self, from: i64, indexes_too: bool) -> Result<()> {
+        let segs: Vec<Arc<Segment>> = {
+            let map = self.segments.read();
+            let first = map.range(..=from).next_back().map_or(i64::MIN, |(b, _)| *b);
+            map.range(first..).map(|(_, s)| s.clone()).collect()
+        };
+        for s in &segs {
+            if indexes_too {
+                s.sync()?;
+            } else {
+                s.sync_log()?;
+            }
+        }
+        if self.dir_dirty.swap(false, Ordering::AcqRel) {
+            if let Err(e) = checkpoint::sync_dir(&self.dir) {
+                self.dir_dirty.store(true, Ordering::Release);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Explicit flush: log and indexes, everything appended so far.
+    pub fn flush(&self) -> Result<()> {
+        self.flush_to(self.log_end_offset(), true)
+    }
+
+    /// Blocks until everything up to `offset` (exclusive) is on disk.
+    pub fn wait_durable(&self, offset: i64) -> Result<()> {
+        self.flush_to(offset, false)
+    }
+
+    /// For a reader in another process: takes in what the writer appended or
+    /// rolled since the last look.
+    pub fn follow_writer(&self) -> Result<()> {
+        self.follow_writer_until(i64::MAX)
+    }
+
+    /// As `follow_writer`, but content once the log end passes `wanted`: new
+    /// bytes in the active segment then spare a directory listing.
+    pub fn follow_writer_until(&self, wanted: i64) -> Result<()> {
+        if !self.read_only {
+            return Ok(());
+        }
+        let _guard = self.follow.lock();
+        let config = self.config();
+        let active = self.segments.read().values().next_back().cloned();
+        if let Some(seg) = &active {
+            if let Some(next) = seg.follow_tail()? {
+                self.end_offset.fetch_max(next, Ordering::AcqRel);
+                if next >= wanted {
+                    return Ok(());
+                }
+            }
+        }
+        // Nothing new in the active segment: the writer may have rolled, or
+        // removed old segments.
+        let bases = match list_segments(&self.dir) {
+            Ok(b) => b,
+            Err(Error::IoAt { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        let mut segs = self.segments.write();
+        segs.retain(|b, _| bases.binary_search(b).is_ok());
+        for &base in &bases {
+            if segs.contains_key(&base) {
+                continue;
+            }
+            match Segment::open(&self.dir, base, config.segment_index_bytes, SegmentMode::Reader) {
+                Ok(seg) => {
+                    segs.insert(base, Arc::new(seg));
+                }
+                Err(Error::IoAt { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let all: Vec<Arc<Segment>> = segs.values().cloned().collect();
+        drop(segs);
+        let mut end = None;
+        for seg in &all {
+            if let Some(next) = seg.follow_tail()? {
+                end = Some(next);
+            }
+        }
+        if let Some(seg) = all.last() {
+            let e = end.unwrap_or_else(|| {
+                seg.last_batch(seg.size()).ok().flatten().map_or(seg.base_offset, |b| b.last_offset + 1)
+            });
+            self.end_offset.fetch_max(e, Ordering::AcqRel);
+        }
+        if let Some(first) = all.first() {
+            let start = self.log_start_from_checkpoint().unwrap_or(first.base_offset).max(first.base_offset);
+            self.start_offset.store(start, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    fn log_start_from_checkpoint(&self) -> Option<i64> {
+        let path = self.dir.parent()?.join(checkpoint::LOG_START_OFFSET);
+        checkpoint::read_offsets(&path).ok()?.get(&(self.topic.clone(), self.partition)).copied()
+    }
+
+    /// Whole batches starting with the one that holds `offset`, at most
+    /// `max_bytes` (but always one batch, however large), from one segment.
+    pub fn read(&self, offset: i64, max_bytes: u64) -> Result<ReadSlice> {
+        self.check_open()?;
+        if self.read_only && offset >= self.log_end_offset() {
+            self.follow_writer_until(offset.saturating_add(1))?;
+        }
+        let end = self.log_end_offset();
+        let start = self.log_start_offset();
+        let empty = |seg| ReadSlice { segment: seg, range: None, log_start_offset: start, log_end_offset: end };
+        if offset == end {
+            return Ok(empty(None));
+        }
+        if offset < start || offset > end {
+            return Err(Error::OffsetOutOfRange {
+                topic: self.topic.clone(),
+                partition: self.partition,
+                offset,
+                start,
+                end,
+            });
+        }
+        let candidates: Vec<Arc<Segment>> = {
+            let map = self.segments.read();
+            let first = map.range(..=offset).next_back().map_or(i64::MIN, |(b, _)| *b);
+            map.range((Bound::Included(first), Bound::Unbounded)).map(|(_, s)| s.clone()).collect()
+        };
+        for seg in candidates {
+            if let Some(range) = seg.range_from(offset, max_bytes, seg.size())? {
+                return Ok(ReadSlice { segment: Some(seg), range: Some(range), log_start_offset: start, log_end_offset: end });
+            }
+        }
+        Ok(empty(None))
+    }
+
+    /// The earliest (offset, timestamp) of a record with timestamp >= `timestamp`,
+    /// or None if every record is older (Kafka's ListOffsets by time).
+    pub fn offset_for_time(&self, timestamp: i64) -> Result<Option<(i64, i64)>> {
+        self.check_open()?;
+        self.follow_writer()?;
+        let start = self.log_start_offset();
+        let segs: Vec<Arc<Segment>> = self.segments.read().values().cloned().collect();
+        let n = segs.len();
+        for (i, seg) in segs.into_iter().enumerate() {
+            if i + 1 < n && seg.max_timestamp() < timestamp {
+                continue;
+            }
+            let mut from = 0;
+            let size = seg.size();
+            while let Some(b) = seg.find_by_timestamp_from(timestamp, from, size)? {
+                let bytes = seg.read_bytes(b.position, b.size as usize)?;
+                let batch = RecordBatch::parse(&bytes)?;
+                let base_ts = batch.base_timestamp();
+                let log_append = batch.timestamp_type() == TimestampType::LogAppendTime;
+                let payload = batch.records_payload()?;
+                for r in batch.records(&payload)? {
+                    let ts = if log_append { batch.max_timestamp() } else { base_ts + r.timestamp_delta };
+                    let off = batch.base_offset() + i64::from(r.offset_delta);
+                    if ts >= timestamp && off >= start {
+                        return Ok(Some((off, ts)));
+                    }
+                }
+                from = b.position + b.size;
+            }
+        }
+        Ok(None)
+    }
+
+    /// Removes every record at `offset` and after (to a batch boundary), as a
+    /// follower truncates to its leader's high watermark.
+    pub fn truncate_to(&self, offset: i64) -> Result<()> {
+        if self.read_only {
+            return Err(Error::ReadOnly("truncate"));
+        }
+        let _w = self.writer.lock();
+        self.check_open()?;
+        let start = self.log_start_offset();
+        if offset >= self.log_end_offset() {
+            return Ok(());
+        }
+        if offset < start {
+            return Err(Error::OffsetOutOfRange {
+                topic: self.topic.clone(),
+                partition: self.partition,
+                offset,
+                start,
+                end: self.log_end_offset(),
+            });
+        }
+        let config = self.config();
+        let mut segs = self.segments.write();
+        let first_base = *segs.keys().next().unwrap_or(&0);
+        let doomed: Vec<i64> = segs.range(offset..).map(|(b, _)| *b).filter(|&b| b > first_base).collect();
+        for b in doomed {
+            if let Some(s) = segs.remove(&b) {
+                s.delete_files()?;
+            }
+        }
+        let (&base, last) = segs.iter().next_back().ok_or(Error::Closed)?;
+        let size = last.size();
+        drop(segs);
+        // The new last segment becomes the active one again.
+        let active = Arc::new(Segment::open(&self.dir, base, config.segment_index_bytes, SegmentMode::Active)?);
+        active.set_size(size);
+        active.truncate_to(offset)?;
+        let end = active.last_batch(active.size())?.map_or(base, |b| b.last_offset + 1);
+        self.segments.write().insert(base, active);
+        self.end_offset.store(end, Ordering::Release);
+        self.recovery_point.fetch_min(end, Ordering::AcqRel);
+        let mut st = self.flush.lock();
+        st.flushed_to = st.flushed_to.min(end);
+        self.dir_dirty.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Flushes and seals the active segment; the log refuses use afterwards.
+    pub fn close(&self) -> Result<()> {
+        if self.read_only {
+            self.closed.store(true, Ordering::Release);
+            return Ok(());
+        }
+        let _w = self.writer.lock();
+        if self.closed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.flush()?;
+        self.active()?.seal()?;
+        self.closed.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Deletes the partition directory (the log must be closed or about to be dropped).
+    pub fn delete(&self) -> Result<()> {
+        self.closed.store(true, Ordering::Release);
+        self.segments.write().clear();
+        match fs::remove_dir_all(&self.dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::at(&self.dir)(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{BatchBuilder, Compression, NewRecord};
+
+    fn batch(n: usize, ts: i64, c: Compression) -> Vec<u8> {
+        let mut b = BatchBuilder::new(c);
+        for i in 0..n {
+            let v = format!("value-{ts}-{i}");
+            b.append(&NewRecord { timestamp: ts, key: None, value: Some(v.as_bytes()), headers: &[] });
+        }
+        b.build()
+    }
+
+    fn small() -> Arc<LogConfig> {
+        let mut c = LogConfig::default();
+        c.segment_bytes = 4096;
+        c.index_interval_bytes = 256;
+        c.segment_index_bytes = 4096;
+        Arc::new(c)
+    }
+
+    fn open(dir: &Path, rp: i64, clean: bool) -> (PartitionLog, LoadReport) {
+        PartitionLog::open(&dir.join("t-0"), "t", 0, small(), rp, None, clean).unwrap()
+    }
+
+    /// Every offset reads back as the batch holding it, across segment rolls.
+    fn check_all(log: &PartitionLog, end: i64) {
+        for off in 0..end {
+            let slice = log.read(off, 1).unwrap();
+            let bytes = slice.bytes().unwrap();
+            let b = RecordBatch::parse(&bytes).unwrap();
+            assert!(b.base_offset() <= off && off <= b.last_offset(), "offset {off}");
+        }
+    }
+
+    #[test]
+    fn append_roll_read_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = open(dir.path(), 0, true);
+        for i in 0..200 {
+            let info = log.append_trusted(batch(3, 1000 + i, Compression::None)).unwrap();
+            assert_eq!(info.base_offset, i * 3);
+            assert_eq!(info.last_offset, i * 3 + 2);
+        }
+        assert_eq!(log.log_end_offset(), 600);
+        assert!(log.segment_count() > 5, "rolled on segment.bytes");
+        check_all(&log, 600);
+        assert!(log.read(600, 100).unwrap().range.is_none());
+        assert!(matches!(log.read(601, 100), Err(Error::OffsetOutOfRange { .. })));
+        let segs = log.segment_count();
+        log.close().unwrap();
+        // Inactive segments' indexes were trimmed to their entries.
+        for base in log.segment_bases() {
+            let (_, idx, _) = Segment::paths(&dir.path().join("t-0"), base);
+            assert!(fs::metadata(idx).unwrap().len() < 4096);
+        }
+        drop(log);
+        let (log, report) = open(dir.path(), 600, true);
+        assert_eq!(report.recovered_segments, 0, "clean open scans nothing");
+        assert_eq!(log.log_end_offset(), 600);
+        assert_eq!(log.segment_count(), segs);
+        check_all(&log, 600);
+        assert_eq!(log.append_trusted(batch(1, 5000, Compression::Zstd)).unwrap().base_offset, 600);
+    }
+
+    #[test]
+    fn unclean_open_cuts_torn_tail_and_drops_later_segments() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = open(dir.path(), 0, true);
+        for i in 0..100 {
+            log.append_trusted(batch(2, i, Compression::Gzip)).unwrap();
+        }
+        let bases = log.segment_bases();
+        drop(log);
+        // Damage a batch in the middle of the second segment.
+        let p = dir.path().join("t-0").join(crate::segment::file_name(bases[1], ".log"));
+        let mut bytes = fs::read(&p).unwrap();
+        let mid = bytes.len() / 2;
+        bytes[mid] ^= 0x55;
+        fs::write(&p, &bytes).unwrap();
+        let (log, report) = open(dir.path(), 0, false);
+        assert!(report.truncated_bytes > 0);
+        assert_eq!(report.deleted_segments, bases.len() - 2);
+        assert_eq!(log.segment_count(), 2);
+        let end = log.log_end_offset();
+        assert!(end > bases[1] && end < 200);
+        check_all(&log, end);
+        // The log goes on from the cut.
+        assert_eq!(log.append_trusted(batch(1, 0, Compression::None)).unwrap().base_offset, end);
+    }
+
+    #[test]
+    fn truncate_to_removes_suffix() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = open(dir.path(), 0, true);
+        for i in 0..100 {
+            log.append_trusted(batch(2, i, Compression::None)).unwrap();
+        }
+        log.truncate_to(51).unwrap();
+        assert_eq!(log.log_end_offset(), 50, "cut to the batch boundary");
+        check_all(&log, 50);
+        assert_eq!(log.append_trusted(batch(1, 0, Compression::None)).unwrap().base_offset, 50);
+        log.truncate_to(0).unwrap();
+        assert_eq!(log.log_end_offset(), 0);
+        assert_eq!(log.segment_count(), 1);
+    }
+
+    #[test]
+    fn offset_for_time_finds_first_record_at_or_after() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = open(dir.path(), 0, true);
+        for i in 0..100 {
+            log.append_trusted(batch(2, 1000 + i * 10, Compression::Lz4)).unwrap();
+        }
+        assert_eq!(log.offset_for_time(0).unwrap(), Some((0, 1000)));
+        assert_eq!(log.offset_for_time(1500).unwrap(), Some((100, 1500)));
+        assert_eq!(log.offset_for_time(1501).unwrap(), Some((102, 1510)));
+        assert_eq!(log.offset_for_time(99_999).unwrap(), None);
+    }
+
+    #[test]
+    fn concurrent_durable_appends_share_fsyncs() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = open(dir.path(), 0, true);
+        let log = Arc::new(log);
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let log = log.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..50 {
+                        let info = log.append_trusted(batch(1, 1, Compression::None)).unwrap();
+                        log.wait_durable(info.last_offset + 1).unwrap();
+                        assert!(log.recovery_point() > info.last_offset);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(log.log_end_offset(), 400);
+    }
+
+    #[test]
+    fn flush_messages_policy_advances_recovery_point() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = (*small()).clone();
+        c.flush_messages = 10;
+        let (log, _) = PartitionLog::open(&dir.path().join("t-0"), "t", 0, Arc::new(c), 0, None, true).unwrap();
+        for _ in 0..4 {
+            log.append_trusted(batch(2, 0, Compression::None)).unwrap();
+        }
+        assert_eq!(log.recovery_point(), 0);
+        log.append_trusted(batch(2, 0, Compression::None)).unwrap();
+        assert_eq!(log.recovery_point(), 10);
+    }
+
+    #[test]
+    fn reader_follows_writer_and_rolls() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = open(dir.path(), 0, true);
+        log.append_trusted(batch(2, 0, Compression::None)).unwrap();
+        let reader = PartitionLog::open_read_only(&dir.path().join("t-0"), "t", 0, small()).unwrap();
+        assert_eq!(reader.log_end_offset(), 2);
+        for i in 0..100 {
+            log.append_trusted(batch(2, i, Compression::None)).unwrap();
+        }
+        // A half-written batch at the tail is not visible to the reader.
+        let active = log.active().unwrap();
+        let torn = batch(5, 0, Compression::None);
+        use std::os::unix::fs::FileExt;
+        fs::OpenOptions::new().write(true).open(active.log_path()).unwrap()
+            .write_all_at(&torn[..torn.len() - 3], active.size()).unwrap();
+        assert!(reader.read(202, 100).unwrap().range.is_none());
+        assert_eq!(reader.log_end_offset(), 202);
+        check_all(&reader, 202);
+        assert!(matches!(reader.append_trusted(batch(1, 0, Compression::None)), Err(Error::ReadOnly(_))));
+    }
+
+    #[test]
+    fn external_batches_are_validated() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = open(dir.path(), 0, true);
+        let mut bad = batch(2, 0, Compression::None);
+        let n = bad.len();
+        bad[n - 1] ^= 1;
+        assert!(matches!(log.append(bad), Err(Error::Corrupt(_))));
+        assert!(matches!(log.append(vec![1, 2, 3]), Err(Error::Corrupt(_))));
+        let mut c = (*small()).clone();
+        c.max_message_bytes = 100;
+        log.set_config(Arc::new(c));
+        assert!(matches!(log.append(batch(20, 0, Compression::None)), Err(Error::RecordTooLarge { .. })));
+        assert_eq!(log.log_end_offset(), 0);
+    }
+}

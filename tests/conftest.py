@@ -1,0 +1,35 @@
+"""Shared fixtures: every test gets its own store directory on the real disk."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import seglog
+
+# Spark workers and subprocess writers must run this interpreter, with this package.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
+@pytest.fixture
+def store_path(tmp_path: Path) -> Path:
+    return tmp_path / "store"
+
+
+@pytest.fixture
+def store(store_path: Path) -> Iterator[seglog.Store]:
+    s = seglog.open(store_path)
+    yield s
+    s.close()
+
+
+def run_python(code: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Runs `code` in a fresh interpreter (a separate process, as another program would be)."""
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
