@@ -121,13 +121,15 @@ impl Store {
     /// `read_only`, an existing one for reading beside its writer.
     pub fn open(path: &Path, config: &BTreeMap<String, String>, read_only: bool) -> Result<Arc<Store>> {
         let config = StoreConfig::from_map(config)?;
-        if read_only {
-            let meta = fs::metadata(path).map_err(Error::at(path))?;
-            if !meta.is_dir() {
+        match fs::metadata(path) {
+            Ok(meta) if !meta.is_dir() => {
                 return Err(Error::at(path)(std::io::Error::from_raw_os_error(libc::ENOTDIR)));
             }
-        } else {
-            fs::create_dir_all(path).map_err(Error::at(path))?;
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !read_only => {
+                fs::create_dir_all(path).map_err(Error::at(path))?;
+            }
+            Err(e) => return Err(Error::at(path)(e)),
         }
         let lock = if read_only { None } else { Some(Self::take_lock(path)?) };
         let clean = !read_only && path.join(CLEAN_SHUTDOWN_FILE).exists();

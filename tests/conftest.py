@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,9 +26,3 @@ def store(store_path: Path) -> Iterator[seglog.Store]:
     yield s
     s.close()
 
-
-def run_python(code: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """Runs `code` in a fresh interpreter (a separate process, as another program would be)."""
-    return subprocess.run(
-        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout, check=False
-    )

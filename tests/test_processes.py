@@ -1,0 +1,90 @@
+"""Several processes on one store: one writer, any number of read-only readers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import seglog
+
+
+
+def run_python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Runs `code` in a fresh interpreter: a separate process, as another program would be."""
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
+
+
+def test_second_writer_process_is_refused_naming_the_holder(store: seglog.Store, store_path: Path) -> None:
+    store.create_topic("t")
+    code = textwrap.dedent(
+        """
+        import sys, seglog
+        try:
+            seglog.open(sys.argv[1])
+        except seglog.StoreLockedError as e:
+            print(e)
+            sys.exit(3)
+        """
+    )
+    r = run_python(code, str(store_path))
+    assert r.returncode == 3, r.stderr
+    assert f"pid {os.getpid()}" in r.stdout and "read_only=True" in r.stdout
+    # A read-only opener in another process is fine while the writer holds the lock.
+    r = run_python("import sys, seglog; print(seglog.open(sys.argv[1], read_only=True).topics())", str(store_path))
+    assert r.returncode == 0 and r.stdout.strip() == "['t']", r.stderr
+
+
+def test_lock_is_released_on_close_and_on_process_death(store_path: Path) -> None:
+    with seglog.open(store_path) as s:
+        s.create_topic("t")
+    r = run_python("import sys, os, seglog; s = seglog.open(sys.argv[1]); os._exit(0)", str(store_path))
+    assert r.returncode == 0
+    with seglog.open(store_path) as s:  # the dead process's lock went with it
+        assert not s.clean_shutdown, "the dead writer never closed"
+
+
+READER = textwrap.dedent(
+    """
+    import sys, time, seglog
+    path, total = sys.argv[1], int(sys.argv[2])
+    store = seglog.open(path, read_only=True)
+    while "t" not in store.topics():
+        time.sleep(0.01)
+    offset, deadline = 0, time.monotonic() + 120
+    while offset < total and time.monotonic() < deadline:
+        recs = store.read("t", 0, offset, max_bytes=64 * 1024)
+        if not recs:
+            time.sleep(0.001)
+            continue
+        for r in recs:
+            # Every record intact, in order, no gap, none twice.
+            assert r.offset == offset, (r.offset, offset)
+            assert r.key == str(offset).encode() and r.value == str(offset).encode() * 20, offset
+            offset += 1
+    print(offset)
+    """
+)
+
+
+def test_read_only_process_follows_a_live_writer(store_path: Path) -> None:
+    total = 200_000
+    with seglog.open(store_path) as store:
+        store.create_topic("t", config={"segment.bytes": 256 * 1024, "index.interval.bytes": 1024})
+        reader = subprocess.Popen(
+            [sys.executable, "-c", READER, str(store_path), str(total)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        n = 0
+        while n < total:
+            batch = [(str(i).encode(), str(i).encode() * 20) for i in range(n, min(n + 997, total))]
+            store.append("t", 0, batch)
+            n += len(batch)
+        out, err = reader.communicate(timeout=180)
+        assert reader.returncode == 0, err
+        assert int(out) == total
+        assert store.describe("t").partitions[0].segment_count > 20, "the reader crossed many rolls"
