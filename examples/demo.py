@@ -13,7 +13,10 @@ def main() -> None:
             n = 300_000
             t0 = time.perf_counter()
             for p in range(3):
-                batch = [(f"user-{i % 1000}".encode(), f'{{"page": "/p/{i % 50}"}}'.encode()) for i in range(n // 3)]
+                batch = [
+                    (f"user-{i % 1000}".encode(), f'{{"page": "/p/{i % 50}"}}'.encode())
+                    for i in range(n // 3)
+                ]
                 store.append("page-views", p, batch, compression_type="lz4")
             store.flush()
             t1 = time.perf_counter()

@@ -53,7 +53,8 @@ pub fn read_offsets(path: &Path) -> Result<BTreeMap<(String, i32), i64>> {
     if lines.next().map(str::trim) != Some("0") {
         return Err(bad(1, "expected version 0"));
     }
-    let count: usize = lines.next().and_then(|l| l.trim().parse().ok()).ok_or_else(|| bad(2, "expected a count"))?;
+    let count: usize =
+        lines.next().and_then(|l| l.trim().parse().ok()).ok_or_else(|| bad(2, "expected a count"))?;
     let mut out = BTreeMap::new();
     for (i, line) in lines.enumerate() {
         let parts: Vec<&str> = line.split_whitespace().collect();

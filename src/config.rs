@@ -73,9 +73,10 @@ pub const TOPIC_KEYS: &[&str] = &[
 ];
 
 fn int(key: &str, value: &str, min: i64, max: i64) -> Result<i64> {
-    let v: i64 = value.trim().parse().map_err(|_| {
-        Error::InvalidConfig(format!("{key}: expected an integer, got {value:?}"))
-    })?;
+    let v: i64 = value
+        .trim()
+        .parse()
+        .map_err(|_| Error::InvalidConfig(format!("{key}: expected an integer, got {value:?}")))?;
     if v < min || v > max {
         return Err(Error::InvalidConfig(format!("{key}: {v} is out of range [{min}, {max}]")));
     }
@@ -109,9 +110,10 @@ impl LogConfig {
             "file.delete.delay.ms" => self.file_delete_delay_ms = int(key, value, 0, i64::MAX)?,
             "delete.retention.ms" => self.delete_retention_ms = int(key, value, 0, i64::MAX)?,
             "min.cleanable.dirty.ratio" => {
-                let v: f64 = value.trim().parse().map_err(|_| {
-                    Error::InvalidConfig(format!("{key}: expected a number, got {value:?}"))
-                })?;
+                let v: f64 = value
+                    .trim()
+                    .parse()
+                    .map_err(|_| Error::InvalidConfig(format!("{key}: expected a number, got {value:?}")))?;
                 if !(0.0..=1.0).contains(&v) {
                     return Err(Error::InvalidConfig(format!("{key}: {v} is out of range [0, 1]")));
                 }

@@ -119,9 +119,11 @@ fn remove_strays(dir: &Path) -> Result<()> {
         let path = entry.path();
         let Some(name) = path.file_name().and_then(|n| n.to_str()) else { continue };
         let orphan_index = [".index", ".timeindex"].iter().any(|sfx| {
-            parse_file_name(name, sfx).is_some_and(|b| !dir.join(crate::segment::file_name(b, ".log")).exists())
+            parse_file_name(name, sfx)
+                .is_some_and(|b| !dir.join(crate::segment::file_name(b, ".log")).exists())
         });
-        if name.ends_with(".deleted") || name.ends_with(".cleaned") || name.ends_with(".tmp") || orphan_index {
+        if name.ends_with(".deleted") || name.ends_with(".cleaned") || name.ends_with(".tmp") || orphan_index
+        {
             fs::remove_file(&path).map_err(Error::at(&path))?;
         }
     }
@@ -197,9 +199,10 @@ impl PartitionLog {
             segments.insert(base, Arc::new(seg));
         }
         // A cut makes the cut segment the active one.
-        let (&active_base, active) = segments.iter().next_back().ok_or_else(|| {
-            Error::InvalidArgument(format!("no segments in {}", dir.display()))
-        })?;
+        let (&active_base, active) = segments
+            .iter()
+            .next_back()
+            .ok_or_else(|| Error::InvalidArgument(format!("no segments in {}", dir.display())))?;
         let end = active.last_batch(active.size())?.map_or(active_base, |b| b.last_offset + 1);
         let first_base = *segments.keys().next().unwrap_or(&0);
         let start = log_start_checkpoint.unwrap_or(first_base).clamp(first_base, end);
@@ -214,7 +217,10 @@ impl PartitionLog {
             end_offset: AtomicI64::new(end),
             start_offset: AtomicI64::new(start),
             recovery_point: AtomicI64::new(if clean_shutdown { end } else { rp }),
-            flush: Mutex::new(FlushState { flushed_to: if clean_shutdown { end } else { rp }, running: false }),
+            flush: Mutex::new(FlushState {
+                flushed_to: if clean_shutdown { end } else { rp },
+                running: false,
+            }),
             flushed: Condvar::new(),
             dir_dirty: AtomicBool::new(true),
             read_only: false,
@@ -314,9 +320,8 @@ impl PartitionLog {
         // Find the batch boundaries first, refusing the whole append if any is bad.
         let mut bounds = Vec::new();
         {
-            let mut it = BatchIter::new(&buf, validate);
             let mut pos = 0;
-            while let Some(b) = it.next() {
+            for b in BatchIter::new(&buf, validate) {
                 let b = b?;
                 if b.size() > config.max_message_bytes {
                     return Err(Error::RecordTooLarge { size: b.size(), max: config.max_message_bytes });
@@ -549,7 +554,8 @@ impl PartitionLog {
         }
         let end = self.log_end_offset();
         let start = self.log_start_offset();
-        let empty = |seg| ReadSlice { segment: seg, range: None, log_start_offset: start, log_end_offset: end };
+        let empty =
+            |seg| ReadSlice { segment: seg, range: None, log_start_offset: start, log_end_offset: end };
         if offset == end {
             return Ok(empty(None));
         }
@@ -569,7 +575,12 @@ impl PartitionLog {
         };
         for seg in candidates {
             if let Some(range) = seg.range_from(offset, max_bytes, seg.size())? {
-                return Ok(ReadSlice { segment: Some(seg), range: Some(range), log_start_offset: start, log_end_offset: end });
+                return Ok(ReadSlice {
+                    segment: Some(seg),
+                    range: Some(range),
+                    log_start_offset: start,
+                    log_end_offset: end,
+                });
             }
         }
         Ok(empty(None))
@@ -642,7 +653,8 @@ impl PartitionLog {
         let size = last.size();
         drop(segs);
         // The new last segment becomes the active one again.
-        let active = Arc::new(Segment::open(&self.dir, base, config.segment_index_bytes, SegmentMode::Active)?);
+        let active =
+            Arc::new(Segment::open(&self.dir, base, config.segment_index_bytes, SegmentMode::Active)?);
         active.set_size(size);
         active.truncate_to(offset)?;
         let end = active.last_batch(active.size())?.map_or(base, |b| b.last_offset + 1);
@@ -698,11 +710,12 @@ mod tests {
     }
 
     fn small() -> Arc<LogConfig> {
-        let mut c = LogConfig::default();
-        c.segment_bytes = 4096;
-        c.index_interval_bytes = 256;
-        c.segment_index_bytes = 4096;
-        Arc::new(c)
+        Arc::new(LogConfig {
+            segment_bytes: 4096,
+            index_interval_bytes: 256,
+            segment_index_bytes: 4096,
+            ..LogConfig::default()
+        })
     }
 
     fn open(dir: &Path, rp: i64, clean: bool) -> (PartitionLog, LoadReport) {
@@ -828,11 +841,40 @@ mod tests {
     }
 
     #[test]
+    fn rolls_on_segment_ms_measured_from_first_batch_timestamp() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Arc::new(LogConfig { segment_ms: 1000, ..LogConfig::default() });
+        let (log, _) = PartitionLog::open(&dir.path().join("t-0"), "t", 0, config, 0, None, true).unwrap();
+        log.append_trusted(batch(1, 10_000, Compression::None)).unwrap();
+        log.append_trusted(batch(1, 10_900, Compression::None)).unwrap();
+        assert_eq!(log.segment_count(), 1);
+        log.append_trusted(batch(1, 11_001, Compression::None)).unwrap();
+        assert_eq!(log.segment_bases(), vec![0, 2]);
+    }
+
+    #[test]
+    fn rolls_when_the_index_is_full() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Arc::new(LogConfig {
+            index_interval_bytes: 0,
+            segment_index_bytes: 8 * 4,
+            ..LogConfig::default()
+        });
+        let (log, _) = PartitionLog::open(&dir.path().join("t-0"), "t", 0, config, 0, None, true).unwrap();
+        for _ in 0..20 {
+            log.append_trusted(batch(1, 0, Compression::None)).unwrap();
+        }
+        assert!(log.segment_count() >= 4, "{:?}", log.segment_bases());
+        check_all(&log, 20);
+    }
+
+    #[test]
     fn flush_messages_policy_advances_recovery_point() {
         let dir = tempfile::tempdir().unwrap();
         let mut c = (*small()).clone();
         c.flush_messages = 10;
-        let (log, _) = PartitionLog::open(&dir.path().join("t-0"), "t", 0, Arc::new(c), 0, None, true).unwrap();
+        let (log, _) =
+            PartitionLog::open(&dir.path().join("t-0"), "t", 0, Arc::new(c), 0, None, true).unwrap();
         for _ in 0..4 {
             log.append_trusted(batch(2, 0, Compression::None)).unwrap();
         }
@@ -855,8 +897,12 @@ mod tests {
         let active = log.active().unwrap();
         let torn = batch(5, 0, Compression::None);
         use std::os::unix::fs::FileExt;
-        fs::OpenOptions::new().write(true).open(active.log_path()).unwrap()
-            .write_all_at(&torn[..torn.len() - 3], active.size()).unwrap();
+        fs::OpenOptions::new()
+            .write(true)
+            .open(active.log_path())
+            .unwrap()
+            .write_all_at(&torn[..torn.len() - 3], active.size())
+            .unwrap();
         assert!(reader.read(202, 100).unwrap().range.is_none());
         assert_eq!(reader.log_end_offset(), 202);
         check_all(&reader, 202);

@@ -38,7 +38,9 @@ pub fn validate_topic_name(name: &str) -> Result<()> {
         return bad(&format!("longer than {MAX_TOPIC_NAME} characters"));
     }
     if let Some(c) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))) {
-        return bad(&format!("character {c:?} is not allowed (only ASCII letters, digits, '.', '_' and '-')"));
+        return bad(&format!(
+            "character {c:?} is not allowed (only ASCII letters, digits, '.', '_' and '-')"
+        ));
     }
     Ok(())
 }
@@ -256,7 +258,8 @@ impl Store {
                 };
                 partitions.push(Arc::new(log));
             }
-            let topic = Topic { name: tf.name.clone(), id: tf.topic_id, overrides: tf.config, config, partitions };
+            let topic =
+                Topic { name: tf.name.clone(), id: tf.topic_id, overrides: tf.config, config, partitions };
             topics.insert(tf.name, Arc::new(topic));
         }
         Ok(report)
@@ -331,7 +334,8 @@ impl Store {
             logs.push(Arc::new(log));
         }
         // The topic exists once its file does; partitions are made first.
-        let tf = TopicFile { name: name.to_string(), topic_id: id.clone(), partitions, config: overrides.clone() };
+        let tf =
+            TopicFile { name: name.to_string(), topic_id: id.clone(), partitions, config: overrides.clone() };
         self.write_topic_file(&tf)?;
         let topic = Arc::new(Topic {
             name: name.to_string(),

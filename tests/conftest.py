@@ -25,4 +25,3 @@ def store(store_path: Path) -> Iterator[seglog.Store]:
     s = seglog.open(store_path)
     yield s
     s.close()
-

@@ -23,7 +23,8 @@ WRITER = textwrap.dedent(
     path, first, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     store = seglog.open(path)
     if "t" not in store.topics():
-        store.create_topic("t", partitions=2, config={"segment.bytes": 64 * 1024, "index.interval.bytes": 512})
+        config = {"segment.bytes": 64 * 1024, "index.interval.bytes": 512}
+        store.create_topic("t", partitions=2, config=config)
     lock = threading.Lock()
     counter = [first]
 
@@ -80,7 +81,7 @@ def test_kill_9_loses_nothing_acknowledged(tmp_path: Path) -> None:
         )
         assert child.stdout is not None
         lines: list[str] = []
-        reader = threading.Thread(target=lambda: lines.extend(child.stdout))  # type: ignore[union-attr]
+        reader = threading.Thread(target=lines.extend, args=(child.stdout,))
         reader.start()
         deadline = time.monotonic() + 30
         while "ready\n" not in lines and time.monotonic() < deadline and child.poll() is None:

@@ -11,7 +11,6 @@ from pathlib import Path
 import seglog
 
 
-
 def run_python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
     """Runs `code` in a fresh interpreter: a separate process, as another program would be."""
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
@@ -33,7 +32,9 @@ def test_second_writer_process_is_refused_naming_the_holder(store: seglog.Store,
     assert r.returncode == 3, r.stderr
     assert f"pid {os.getpid()}" in r.stdout and "read_only=True" in r.stdout
     # A read-only opener in another process is fine while the writer holds the lock.
-    r = run_python("import sys, seglog; print(seglog.open(sys.argv[1], read_only=True).topics())", str(store_path))
+    r = run_python(
+        "import sys, seglog; print(seglog.open(sys.argv[1], read_only=True).topics())", str(store_path)
+    )
     assert r.returncode == 0 and r.stdout.strip() == "['t']", r.stderr
 
 

@@ -8,23 +8,22 @@ import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
 
 from . import _native
 from ._native import ConsumerRecord
 
 __all__ = ["open", "Store", "TopicDescription", "PartitionDescription", "RecordInput"]
 
-ConfigValue = Union[str, int, float, bool]
-Header = tuple[str, "bytes | None"]
+ConfigValue = str | int | float | bool
+Header = tuple[str, bytes | None]
 #: What ``Store.append`` takes per record: the value alone, or
 #: ``(key, value[, headers[, timestamp_ms]])``.
-RecordInput = Union[
-    bytes,
-    tuple["bytes | None", "bytes | None"],
-    tuple["bytes | None", "bytes | None", "Iterable[Header] | None"],
-    tuple["bytes | None", "bytes | None", "Iterable[Header] | None", "int | None"],
-]
+RecordInput = (
+    bytes
+    | tuple[bytes | None, bytes | None]
+    | tuple[bytes | None, bytes | None, Iterable[Header] | None]
+    | tuple[bytes | None, bytes | None, Iterable[Header] | None, int | None]
+)
 
 
 @dataclass(frozen=True)
@@ -62,7 +61,7 @@ class Store:
     writes. All methods are safe to call from several threads.
     """
 
-    __slots__ = ("_native", "_key", "__weakref__")
+    __slots__ = ("__weakref__", "_key", "_native")
 
     def __init__(self, native: _native.Store, key: tuple[str, bool]) -> None:
         self._native = native
@@ -159,7 +158,9 @@ class Store:
         """
         return self._native.append(topic, partition, records, compression_type, durable)
 
-    def append_raw(self, topic: str, partition: int, data: bytes, *, durable: bool = False) -> tuple[int, int]:
+    def append_raw(
+        self, topic: str, partition: int, data: bytes, *, durable: bool = False
+    ) -> tuple[int, int]:
         """Append RecordBatch v2 bytes built elsewhere (CRC and records are
         checked; offsets are reassigned). Returns the (first, last) offsets."""
         return self._native.append_raw(topic, partition, data, durable)
@@ -218,7 +219,7 @@ def _forget_parent_stores() -> None:
 os.register_at_fork(after_in_child=_forget_parent_stores)
 
 
-def open(  # noqa: A001 - the natural name, as in dbm.open or shelve.open
+def open(
     path: str | os.PathLike[str],
     *,
     read_only: bool = False,

@@ -32,7 +32,9 @@ impl From<Error> for PyErr {
             Error::Io(source) => source.into(),
             Error::Corrupt(_) => CorruptRecordError::new_err(msg),
             Error::InvalidTopic { .. } => InvalidTopicError::new_err(msg),
-            Error::UnknownTopic(_) | Error::UnknownPartition { .. } => UnknownTopicOrPartitionError::new_err(msg),
+            Error::UnknownTopic(_) | Error::UnknownPartition { .. } => {
+                UnknownTopicOrPartitionError::new_err(msg)
+            }
             Error::TopicExists(_) => TopicAlreadyExistsError::new_err(msg),
             Error::InvalidConfig(_) => InvalidConfigError::new_err(msg),
             Error::RecordTooLarge { .. } => RecordTooLargeError::new_err(msg),

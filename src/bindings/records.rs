@@ -101,11 +101,17 @@ pub fn extract_record(obj: &Bound<'_, PyAny>) -> PyResult<InRecord> {
         let h = t.get_item(2)?;
         if !h.is_none() {
             for item in h.try_iter().map_err(|_| {
-                PyTypeError::new_err(format!("headers must be a sequence of (str, bytes) pairs, got {}", type_name(&h)))
+                PyTypeError::new_err(format!(
+                    "headers must be a sequence of (str, bytes) pairs, got {}",
+                    type_name(&h)
+                ))
             })? {
                 let item = item?;
                 let pair: (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract().map_err(|_| {
-                    PyTypeError::new_err(format!("a header must be a (str, bytes) pair, got {}", type_name(&item)))
+                    PyTypeError::new_err(format!(
+                        "a header must be a (str, bytes) pair, got {}",
+                        type_name(&item)
+                    ))
                 })?;
                 let k: PyBackedStr = pair.0.extract().map_err(|_| {
                     PyTypeError::new_err(format!("a header key must be str, got {}", type_name(&pair.0)))
@@ -187,9 +193,9 @@ pub fn to_records<'py>(
             };
             let headers = PyTuple::new(
                 py,
-                r.headers.iter().map(|(k, v)| {
-                    (String::from_utf8_lossy(k).into_owned(), v.map(|v| PyBytes::new(py, v)))
-                }),
+                r.headers
+                    .iter()
+                    .map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), v.map(|v| PyBytes::new(py, v)))),
             )?;
             let rec = ConsumerRecord {
                 topic: topic.clone().unbind(),

@@ -13,7 +13,7 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString};
 use super::errors::SeglogError;
 use super::records::{decode, extract_record, to_records, InRecord};
 use crate::log::now_ms;
-use crate::record::batch::build_batches;
+use crate::record::batch::{build_batches, HeaderRef};
 use crate::record::{Compression, NewRecord};
 use crate::store::Store as CoreStore;
 
@@ -25,7 +25,10 @@ pub fn config_map(config: Option<&Bound<'_, PyDict>>) -> PyResult<BTreeMap<Strin
         let key: String = k.extract().map_err(|_| PyTypeError::new_err("config keys must be str"))?;
         let value = if v.is_instance_of::<PyBool>() {
             if v.extract::<bool>()? { "true" } else { "false" }.to_string()
-        } else if v.is_instance_of::<PyInt>() || v.is_instance_of::<PyFloat>() || v.is_instance_of::<PyString>() {
+        } else if v.is_instance_of::<PyInt>()
+            || v.is_instance_of::<PyFloat>()
+            || v.is_instance_of::<PyString>()
+        {
             v.str()?.to_string()
         } else {
             return Err(PyTypeError::new_err(format!(
@@ -40,7 +43,9 @@ pub fn config_map(config: Option<&Bound<'_, PyDict>>) -> PyResult<BTreeMap<Strin
 
 fn compression(name: &str) -> PyResult<Compression> {
     Compression::from_name(name).ok_or_else(|| {
-        PyValueError::new_err(format!("compression_type must be one of none, gzip, snappy, lz4, zstd; got {name:?}"))
+        PyValueError::new_err(format!(
+            "compression_type must be one of none, gzip, snappy, lz4, zstd; got {name:?}"
+        ))
     })
 }
 
@@ -70,7 +75,12 @@ impl Store {
 impl Store {
     #[new]
     #[pyo3(signature = (path, config = None, read_only = false))]
-    fn new(py: Python<'_>, path: PathBuf, config: Option<&Bound<'_, PyDict>>, read_only: bool) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        config: Option<&Bound<'_, PyDict>>,
+        read_only: bool,
+    ) -> PyResult<Self> {
         let config = config_map(config)?;
         let inner = py.detach(|| CoreStore::open(&path, &config, read_only))?;
         Ok(Store { inner, pid: std::process::id() })
@@ -208,7 +218,7 @@ impl Store {
             let log = t.partition(partition)?.clone();
             let config = log.config();
             let now = now_ms();
-            let headers: Vec<Vec<(&[u8], Option<&[u8]>)>> = items
+            let headers: Vec<Vec<HeaderRef<'_>>> = items
                 .iter()
                 .map(|r| r.headers.iter().map(|(k, v)| (k.as_bytes(), v.as_deref())).collect())
                 .collect();
@@ -235,7 +245,14 @@ impl Store {
 
     /// Appends RecordBatch v2 bytes made elsewhere (validated: CRC, records).
     #[pyo3(signature = (topic, partition, data, durable = false))]
-    fn append_raw(&self, py: Python<'_>, topic: &str, partition: i32, data: PyBackedBytes, durable: bool) -> PyResult<(i64, i64)> {
+    fn append_raw(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        partition: i32,
+        data: PyBackedBytes,
+        durable: bool,
+    ) -> PyResult<(i64, i64)> {
         let core = self.core()?;
         let info = py.detach(|| {
             let log = core.partition(topic, partition)?;
@@ -271,7 +288,14 @@ impl Store {
 
     /// The raw batches `read` would decode, as bytes.
     #[pyo3(signature = (topic, partition, offset, max_bytes = 1048576))]
-    fn read_raw<'py>(&self, py: Python<'py>, topic: &str, partition: i32, offset: i64, max_bytes: u64) -> PyResult<Vec<u8>> {
+    fn read_raw<'py>(
+        &self,
+        py: Python<'py>,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        max_bytes: u64,
+    ) -> PyResult<Vec<u8>> {
         let core = self.core()?;
         Ok(py.detach(|| core.partition(topic, partition)?.read(offset, max_bytes)?.bytes())?)
     }
@@ -293,7 +317,13 @@ impl Store {
     }
 
     /// (offset, timestamp) of the first record with timestamp >= `timestamp`.
-    fn offset_for_time(&self, py: Python<'_>, topic: &str, partition: i32, timestamp: i64) -> PyResult<Option<(i64, i64)>> {
+    fn offset_for_time(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        partition: i32,
+        timestamp: i64,
+    ) -> PyResult<Option<(i64, i64)>> {
         let core = self.core()?;
         Ok(py.detach(|| core.partition(topic, partition)?.offset_for_time(timestamp))?)
     }

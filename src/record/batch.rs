@@ -303,9 +303,7 @@ impl<'p> Record<'p> {
         }
         let mut headers = Vec::with_capacity((n_headers as usize).min(r.remaining() / 2));
         for _ in 0..n_headers {
-            let k = r
-                .nullable_bytes()?
-                .ok_or_else(|| CorruptBatch::BadRecord("null header key".into()))?;
+            let k = r.nullable_bytes()?.ok_or_else(|| CorruptBatch::BadRecord("null header key".into()))?;
             if std::str::from_utf8(k).is_err() {
                 return Err(CorruptBatch::BadRecord("header key is not UTF-8".into()));
             }
@@ -321,12 +319,15 @@ impl<'p> Record<'p> {
     }
 }
 
+/// A record header as it goes into a batch: UTF-8 key bytes, nullable value.
+pub type HeaderRef<'a> = (&'a [u8], Option<&'a [u8]>);
+
 /// What goes into a batch, borrowed from the caller.
 pub struct NewRecord<'a> {
     pub timestamp: i64,
     pub key: Option<&'a [u8]>,
     pub value: Option<&'a [u8]>,
-    pub headers: &'a [(&'a [u8], Option<&'a [u8]>)],
+    pub headers: &'a [HeaderRef<'a>],
 }
 
 fn size_of_bytes(b: Option<&[u8]>) -> usize {
@@ -433,11 +434,8 @@ impl BatchBuilder {
         self.max_timestamp = self.max_timestamp.max(rec.timestamp);
         let ts_delta = rec.timestamp.wrapping_sub(self.base_timestamp);
         let offset_delta = i64::from(self.count);
-        let headers_size: usize = rec
-            .headers
-            .iter()
-            .map(|(k, v)| size_of_bytes(Some(k)) + size_of_bytes(*v))
-            .sum();
+        let headers_size: usize =
+            rec.headers.iter().map(|(k, v)| size_of_bytes(Some(k)) + size_of_bytes(*v)).sum();
         let body = 1
             + size_of_varlong(ts_delta)
             + size_of_varlong(offset_delta)
@@ -521,7 +519,9 @@ pub fn build_batches(
         }
         let cap = max_batch_bytes.min(1 << 20).max(size + HEADER_LEN);
         builder
-            .get_or_insert_with(|| BatchBuilder::with_capacity(compression, cap).timestamp_type(timestamp_type))
+            .get_or_insert_with(|| {
+                BatchBuilder::with_capacity(compression, cap).timestamp_type(timestamp_type)
+            })
             .append(rec);
     }
     if let Some(b) = builder {
@@ -556,11 +556,7 @@ impl<'a> Iterator for BatchIter<'a> {
         if rest.is_empty() {
             return None;
         }
-        let parsed = if self.verify_crc {
-            RecordBatch::parse(rest)
-        } else {
-            RecordBatch::parse_header(rest)
-        };
+        let parsed = if self.verify_crc { RecordBatch::parse(rest) } else { RecordBatch::parse_header(rest) };
         match parsed {
             Ok(b) => {
                 self.pos += b.size();
@@ -596,7 +592,9 @@ mod tests {
 
     #[test]
     fn round_trip_every_codec() {
-        for c in [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd] {
+        for c in
+            [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd]
+        {
             let bytes = build(c, 50);
             let batch = RecordBatch::parse(&bytes).unwrap();
             assert_eq!(batch.base_offset(), 100);

@@ -130,10 +130,8 @@ fn xerial_decompress(data: &[u8]) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
     let mut pos = XERIAL_HEADER_LEN;
     while pos < data.len() {
-        let len_bytes: [u8; 4] = data
-            .get(pos..pos + 4)
-            .and_then(|s| s.try_into().ok())
-            .ok_or("truncated xerial block length")?;
+        let len_bytes: [u8; 4] =
+            data.get(pos..pos + 4).and_then(|s| s.try_into().ok()).ok_or("truncated xerial block length")?;
         let len = i32::from_be_bytes(len_bytes);
         pos += 4;
         let block = usize::try_from(len)
@@ -178,7 +176,11 @@ mod tests {
     #[test]
     fn garbage_is_an_error_not_a_panic() {
         for c in &ALL[1..] {
-            assert!(c.decompress(&[0x82, b'S', b'N', 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 99]).is_err(), "{c:?}");
+            assert!(
+                c.decompress(&[0x82, b'S', b'N', 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 99])
+                    .is_err(),
+                "{c:?}"
+            );
         }
         assert!(Compression::from_id(7).is_err());
     }

@@ -107,7 +107,8 @@ mod tests {
 
     #[test]
     fn zigzag_matches_protobuf() {
-        for (v, z) in [(0i64, 0u64), (-1, 1), (1, 2), (-2, 3), (i64::MAX, u64::MAX - 1), (i64::MIN, u64::MAX)] {
+        for (v, z) in [(0i64, 0u64), (-1, 1), (1, 2), (-2, 3), (i64::MAX, u64::MAX - 1), (i64::MIN, u64::MAX)]
+        {
             assert_eq!(zigzag64(v), z);
             assert_eq!(unzigzag64(z), v);
         }

@@ -1,0 +1,102 @@
+"""Type stubs for the Rust extension module. Use the ``seglog`` package, not this."""
+
+from collections.abc import Iterable, Mapping
+from os import PathLike
+from typing import Any, final
+
+__all__ = ["ConsumerRecord", "Store", "__version__", "decode_batches", "murmur2"]
+__version__: str
+
+@final
+class ConsumerRecord:
+    """One record read from a log: Kafka's ConsumerRecord fields, immutable."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def timestamp(self) -> int:
+        """Milliseconds since the epoch."""
+    @property
+    def timestamp_type(self) -> int:
+        """0 = CreateTime, 1 = LogAppendTime (Kafka's ids)."""
+    @property
+    def key(self) -> bytes | None: ...
+    @property
+    def value(self) -> bytes | None: ...
+    @property
+    def headers(self) -> tuple[tuple[str, bytes | None], ...]:
+        """A tuple of (key: str, value: bytes | None) pairs."""
+
+@final
+class Store:
+    def __new__(
+        cls,
+        path: str | PathLike[str],
+        config: Mapping[str, str | int | float | bool] | None = None,
+        read_only: bool = False,
+    ) -> Store: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def read_only(self) -> bool: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def opened_by_pid(self) -> int: ...
+    @property
+    def clean_shutdown(self) -> bool: ...
+    @property
+    def recovery(self) -> tuple[int, int, int]:
+        """(segments scanned, bytes truncated, segments deleted) by recovery at open."""
+    def create_topic(
+        self, name: str, partitions: int = 1, config: Mapping[str, str | int | float | bool] | None = None
+    ) -> None: ...
+    def delete_topic(self, name: str) -> None: ...
+    def alter_topic_config(
+        self, name: str, changes: Mapping[str, str | int | float | bool | None]
+    ) -> None: ...
+    def topics(self) -> list[str]: ...
+    def partition_count(self, topic: str) -> int: ...
+    def describe(self, name: str) -> dict[str, Any]:
+        """A dict: name, topic_id, partitions (list of dicts), config, overrides."""
+    def partition_for_key(self, topic: str, key: bytes) -> int:
+        """Kafka's default partitioner: murmur2(key) mod the topic's partition count."""
+    def append(
+        self,
+        topic: str,
+        partition: int,
+        records: Iterable[Any],
+        compression_type: str = "none",
+        durable: bool = False,
+        create: bool = False,
+    ) -> tuple[int, int]:
+        """Appends records as one or more batches; returns (base_offset, last_offset)."""
+    def append_raw(self, topic: str, partition: int, data: bytes, durable: bool = False) -> tuple[int, int]:
+        """Appends RecordBatch v2 bytes made elsewhere (validated: CRC, records)."""
+    def read(self, topic: str, partition: int, offset: int, max_bytes: int = 1048576) -> list[ConsumerRecord]:
+        """Records at or after `offset`, from whole batches of at most `max_bytes`
+        (always at least one batch)."""
+    def read_raw(self, topic: str, partition: int, offset: int, max_bytes: int = 1048576) -> bytes:
+        """The raw batches `read` would decode, as bytes."""
+    def file_range(
+        self, topic: str, partition: int, offset: int, max_bytes: int = 1048576
+    ) -> tuple[str, int, int] | None:
+        """(segment path, position, length) of the batches `read` would return, for
+        zero-copy transfer (os.sendfile), or None at the log end."""
+    def offset_for_time(self, topic: str, partition: int, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= `timestamp`."""
+    def offsets(self, topic: str, partition: int) -> tuple[int, int]:
+        """(log start offset, log end offset) of a partition."""
+    def truncate_to(self, topic: str, partition: int, offset: int) -> None: ...
+    def flush(self) -> None: ...
+    def close(self) -> None: ...
+
+def murmur2(data: bytes) -> int:
+    """Kafka's murmur2 hash of `data`, as a signed 32-bit int."""
+
+def decode_batches(data: bytes, topic: str = "", partition: int = ...) -> list[ConsumerRecord]:
+    """Decodes raw RecordBatch v2 bytes into ConsumerRecords (CRC checked)."""
