@@ -69,6 +69,38 @@ pub struct LoadReport {
     pub deleted_segments: usize,
 }
 
+/// Wakes consumers waiting for data in this process: bumped on every append to
+/// any partition of a store (one per store, shared by its partitions).
+#[derive(Default)]
+pub struct AppendSignal {
+    seq: Mutex<u64>,
+    cv: Condvar,
+}
+
+impl AppendSignal {
+    pub fn current(&self) -> u64 {
+        *self.seq.lock()
+    }
+
+    fn bump(&self) {
+        *self.seq.lock() += 1;
+        self.cv.notify_all();
+    }
+
+    /// Waits until something was appended after `seen` (a value of `current`),
+    /// or until the timeout. Returns whether something was.
+    pub fn wait_after(&self, seen: u64, timeout: std::time::Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut seq = self.seq.lock();
+        while *seq == seen {
+            if self.cv.wait_until(&mut seq, deadline).timed_out() {
+                break;
+            }
+        }
+        *seq != seen
+    }
+}
+
 struct FlushState {
     flushed_to: i64,
     running: bool,
@@ -96,6 +128,7 @@ pub struct PartitionLog {
     closed: AtomicBool,
     /// Serialises a reader's look at what the writer added.
     follow: Mutex<()>,
+    signal: RwLock<Option<Arc<AppendSignal>>>,
 }
 
 fn list_segments(dir: &Path) -> Result<Vec<i64>> {
@@ -153,6 +186,7 @@ impl PartitionLog {
         let last_base = *bases.last().unwrap_or(&0);
         let index_bytes = config.segment_index_bytes;
         let max_batch = (config.max_message_bytes as u64).max(1 << 20) * 16;
+        let allow_gaps = config.cleanup_policy.compact;
         let mut segments = BTreeMap::new();
         let recover_from =
             bases.iter().copied().take_while(|&b| b <= recovery_point).last().unwrap_or(bases[0]);
@@ -168,7 +202,7 @@ impl PartitionLog {
             let needs_recovery = !clean_shutdown && base >= recover_from;
             let seg = if needs_recovery || !Segment::indexes_exist(dir, base) {
                 let seg = Segment::open(dir, base, index_bytes, SegmentMode::Active)?;
-                let r = seg.recover(config.index_interval_bytes, max_batch)?;
+                let r = seg.recover(config.index_interval_bytes, max_batch, allow_gaps)?;
                 report.recovered_segments += 1;
                 report.truncated_bytes += r.truncated_bytes;
                 if r.truncated_bytes > 0 {
@@ -186,7 +220,7 @@ impl PartitionLog {
                     // A damaged index is rebuilt from the log, as Kafka does.
                     drop(seg);
                     let seg = Segment::open(dir, base, index_bytes, SegmentMode::Active)?;
-                    seg.recover(config.index_interval_bytes, max_batch)?;
+                    seg.recover(config.index_interval_bytes, max_batch, allow_gaps)?;
                     report.recovered_segments += 1;
                     if !is_last {
                         seg.seal()?;
@@ -226,6 +260,7 @@ impl PartitionLog {
             read_only: false,
             closed: AtomicBool::new(false),
             follow: Mutex::new(()),
+            signal: RwLock::new(None),
         };
         let epoch_file = dir.join(LEADER_EPOCH_CHECKPOINT);
         if !epoch_file.exists() {
@@ -253,6 +288,7 @@ impl PartitionLog {
             read_only: true,
             closed: AtomicBool::new(false),
             follow: Mutex::new(()),
+            signal: RwLock::new(None),
         };
         log.follow_writer()?;
         Ok(log)
@@ -260,6 +296,11 @@ impl PartitionLog {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Appends will bump `signal`, waking in-process waiters.
+    pub fn set_signal(&self, signal: Arc<AppendSignal>) {
+        *self.signal.write() = Some(signal);
     }
     pub fn config(&self) -> Arc<LogConfig> {
         self.config.read().clone()
@@ -372,6 +413,9 @@ impl PartitionLog {
             next = info.last_offset + 1;
             records += i64::from(count);
             self.end_offset.store(next, Ordering::Release);
+        }
+        if let Some(signal) = &*self.signal.read() {
+            signal.bump();
         }
         w.unflushed_messages += records;
         let due = w.unflushed_messages >= config.flush_messages

@@ -368,7 +368,12 @@ impl Segment {
 
     /// Scans the whole segment, CRC-checking every batch and rebuilding both
     /// indexes; truncates the file at the first invalid or torn batch.
-    pub fn recover(&self, index_interval: u64, max_batch_bytes: u64) -> Result<Recovered> {
+    ///
+    /// baseOffset lies outside the CRC, so offsets are checked against their
+    /// neighbours: a batch must start where the previous one ended, or (with
+    /// `allow_gaps`, for compacted logs, whose cleaner removes whole batches)
+    /// at least not before it.
+    pub fn recover(&self, index_interval: u64, max_batch_bytes: u64, allow_gaps: bool) -> Result<Recovered> {
         let file_size = self.log.metadata().map_err(Error::at(&self.log_path))?.len();
         let mut ix = self.indexes.lock();
         ix.offsets.reset();
@@ -409,7 +414,12 @@ impl Segment {
             }
             let bytes = &chunk[rel..rel + size as usize];
             let Ok(batch) = RecordBatch::parse(bytes) else { break };
-            if batch.base_offset() < expected_next
+            let misplaced = if allow_gaps {
+                batch.base_offset() < expected_next
+            } else {
+                batch.base_offset() != expected_next
+            };
+            if misplaced
                 || batch.last_offset() < batch.base_offset()
                 || batch.last_offset() - self.base_offset > i64::from(i32::MAX)
             {
@@ -594,7 +604,7 @@ mod tests {
         seg.log.write_all_at(&bytes[..bytes.len() / 2], good).unwrap();
         drop(seg);
         let seg = Segment::open(dir.path(), 0, 1 << 20, SegmentMode::Active).unwrap();
-        let r = seg.recover(4096, 1 << 20).unwrap();
+        let r = seg.recover(4096, 1 << 20, false).unwrap();
         assert_eq!(r.valid_bytes, good);
         assert_eq!(r.next_offset, Some(500));
         assert_eq!(r.truncated_bytes, bytes.len() as u64 / 2);
@@ -607,9 +617,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let seg = filled(dir.path(), 20);
         let one = batch(0, 10, 0).0.len() as u64;
+        // A baseOffset moved up (outside the CRC) is caught by contiguity.
+        let mut head = [0u8; 8];
+        seg.read_exact_at(&mut head, one * 12).unwrap();
+        head[7] ^= 0x80; // 120 becomes 248
+        seg.log.write_all_at(&head, one * 12).unwrap();
+        // A compacted log allows the jump (and stops at the batch after it)...
+        assert!(seg.recover(4096, 1 << 20, true).unwrap().next_offset.is_some_and(|o| o > 130));
+        // ...any other log cuts it off.
+        assert_eq!(seg.recover(4096, 1 << 20, false).unwrap().next_offset, Some(120));
         // Flip a byte inside the 8th batch.
         seg.log.write_all_at(&[0xff], one * 7 + 100).unwrap();
-        let r = seg.recover(4096, 1 << 20).unwrap();
+        let r = seg.recover(4096, 1 << 20, false).unwrap();
         assert_eq!(r.valid_bytes, one * 7);
         assert_eq!(r.next_offset, Some(70));
     }
