@@ -51,6 +51,10 @@ pub enum Error {
     ReadOnly(&'static str),
     #[error("store is closed")]
     Closed,
+    #[error("{0} is closed")]
+    ClientClosed(&'static str),
+    #[error("timed out after {0} ms: {1}")]
+    Timeout(u64, String),
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 }

@@ -10,6 +10,7 @@ pub mod error;
 pub mod index;
 pub mod log;
 pub mod partitioner;
+pub mod producer;
 pub mod record;
 pub mod segment;
 pub mod store;

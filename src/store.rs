@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::checkpoint::{self, CLEANER_OFFSET, LOG_START_OFFSET, RECOVERY_POINT};
 use crate::config::{LogConfig, StoreConfig};
 use crate::error::{Error, Result};
-use crate::log::{LoadReport, PartitionLog};
+use crate::log::{AppendSignal, LoadReport, PartitionLog};
 use crate::partitioner::partition_for_key;
 
 pub const LOCK_FILE: &str = ".lock";
@@ -108,6 +108,7 @@ pub struct Store {
     closed: AtomicBool,
     load_report: LoadReport,
     clean_open: bool,
+    signal: Arc<AppendSignal>,
 }
 
 fn partition_dir(root: &Path, topic: &str, p: i32) -> PathBuf {
@@ -145,6 +146,7 @@ impl Store {
             closed: AtomicBool::new(false),
             load_report: LoadReport::default(),
             clean_open: clean,
+            signal: Arc::new(AppendSignal::default()),
         };
         store.load_report = store.load_topics()?;
         if !read_only {
@@ -285,6 +287,11 @@ impl Store {
         self.clean_open
     }
 
+    /// Bumped by every append in this process (see `AppendSignal`).
+    pub fn append_signal(&self) -> &Arc<AppendSignal> {
+        &self.signal
+    }
+
     fn check_open(&self) -> Result<()> {
         if self.is_closed() {
             return Err(Error::Closed);
@@ -327,6 +334,7 @@ impl Store {
                 fs::remove_dir_all(&dir).map_err(Error::at(&dir))?;
             }
             let (log, _) = PartitionLog::open(&dir, name, p, config.clone(), 0, None, true)?;
+            log.set_signal(self.signal.clone());
             checkpoint::write_atomic(
                 &dir.join(PARTITION_METADATA),
                 format!("version: 0\ntopic_id: {id}\n").as_bytes(),

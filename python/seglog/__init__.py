@@ -9,7 +9,15 @@
 """
 
 from . import errors
-from ._native import ConsumerRecord, __version__, decode_batches, murmur2
+from ._native import (
+    ConsumerRecord,
+    FutureRecordMetadata,
+    RecordMetadata,
+    __version__,
+    decode_batches,
+    murmur2,
+)
+from ._producer import Producer
 from ._store import PartitionDescription, RecordInput, Store, TopicDescription, open
 from .errors import (
     CorruptRecordError,
@@ -19,6 +27,9 @@ from .errors import (
     ReadOnlyStoreError,
     RecordTooLargeError,
     SeglogError,
+    ClientClosedError,
+    NoOffsetForPartitionError,
+    SeglogTimeoutError,
     StoreClosedError,
     StoreLockedError,
     TopicAlreadyExistsError,
@@ -32,6 +43,9 @@ __all__ = [
     "TopicDescription",
     "PartitionDescription",
     "ConsumerRecord",
+    "Producer",
+    "FutureRecordMetadata",
+    "RecordMetadata",
     "RecordInput",
     "murmur2",
     "decode_batches",
@@ -47,4 +61,7 @@ __all__ = [
     "StoreLockedError",
     "ReadOnlyStoreError",
     "StoreClosedError",
+    "ClientClosedError",
+    "SeglogTimeoutError",
+    "NoOffsetForPartitionError",
 ]

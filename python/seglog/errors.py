@@ -21,6 +21,9 @@ __all__ = [
     "StoreLockedError",
     "ReadOnlyStoreError",
     "StoreClosedError",
+    "ClientClosedError",
+    "SeglogTimeoutError",
+    "NoOffsetForPartitionError",
 ]
 
 
@@ -66,3 +69,15 @@ class ReadOnlyStoreError(SeglogError):
 
 class StoreClosedError(SeglogError):
     """The store was closed."""
+
+
+class ClientClosedError(SeglogError):
+    """The Producer or Consumer was closed."""
+
+
+class SeglogTimeoutError(SeglogError, TimeoutError):
+    """An operation did not finish within its timeout (``flush``, ``future.get``, a full buffer)."""
+
+
+class NoOffsetForPartitionError(SeglogError):
+    """``auto_offset_reset="none"`` and the group has no committed offset for a partition."""

@@ -18,6 +18,8 @@ pyo3::import_exception!(seglog.errors, OffsetOutOfRangeError);
 pyo3::import_exception!(seglog.errors, StoreLockedError);
 pyo3::import_exception!(seglog.errors, ReadOnlyStoreError);
 pyo3::import_exception!(seglog.errors, StoreClosedError);
+pyo3::import_exception!(seglog.errors, ClientClosedError);
+pyo3::import_exception!(seglog.errors, SeglogTimeoutError);
 
 impl From<Error> for PyErr {
     fn from(e: Error) -> PyErr {
@@ -42,6 +44,8 @@ impl From<Error> for PyErr {
             Error::StoreLocked { .. } => StoreLockedError::new_err(msg),
             Error::ReadOnly(_) => ReadOnlyStoreError::new_err(msg),
             Error::Closed => StoreClosedError::new_err(msg),
+            Error::ClientClosed(_) => ClientClosedError::new_err(msg),
+            Error::Timeout(..) => SeglogTimeoutError::new_err(msg),
             Error::InvalidArgument(_) => PyValueError::new_err(msg),
         }
     }

@@ -58,7 +58,7 @@ pub struct Store {
 impl Store {
     /// The store, if this is still the process that opened it (a forked child
     /// must not share the parent's locks, maps or threads).
-    fn core(&self) -> PyResult<&Arc<CoreStore>> {
+    pub(crate) fn core(&self) -> PyResult<&Arc<CoreStore>> {
         let pid = std::process::id();
         if pid != self.pid {
             return Err(SeglogError::new_err(format!(
