@@ -14,6 +14,7 @@ pub mod producer;
 pub mod record;
 pub mod segment;
 pub mod store;
+pub mod watch;
 
 #[cfg(feature = "python")]
 mod bindings;

@@ -370,6 +370,12 @@ impl Store {
         let old = self.topic(name)?;
         let mut overrides = old.overrides.clone();
         for (k, v) in changes {
+            if !crate::config::TOPIC_KEYS.contains(&k.as_str()) {
+                return Err(Error::InvalidConfig(format!(
+                    "unknown topic config key {k:?} (known: {})",
+                    crate::config::TOPIC_KEYS.join(", ")
+                )));
+            }
             match v {
                 Some(v) => overrides.insert(k.clone(), v.clone()),
                 None => overrides.remove(k),

@@ -201,7 +201,7 @@ def test_create_topic_errors(store: seglog.Store) -> None:
 def test_append_errors(store: seglog.Store) -> None:
     store.create_topic("t", config={"max.message.bytes": 1000})
     with pytest.raises(seglog.UnknownTopicOrPartitionError, match="nope"):
-        store.append("nope", 0, [b"x"])
+        store.describe("nope")
     with pytest.raises(seglog.UnknownTopicOrPartitionError, match="partition 1"):
         store.append("t", 1, [b"x"])
     with pytest.raises(TypeError, match="value must be bytes"):
@@ -225,6 +225,36 @@ def test_append_errors(store: seglog.Store) -> None:
     with pytest.raises(seglog.RecordTooLargeError, match=r"max.message.bytes = 1000"):
         store.append("t", 0, [b"x" * 2000])
     assert store.offsets("t", 0) == (0, 0), "no failed call appended anything"
+
+
+def test_append_creates_missing_topics_unless_disabled(tmp_path: Path) -> None:
+    with seglog.open(tmp_path / "a", num_partitions=3) as s:
+        assert s.append("auto", 2, [b"x"]) == (0, 0)
+        assert s.describe("auto").partitions[2].log_end_offset == 1
+    with seglog.open(tmp_path / "b", auto_create_topics_enable=False) as s:
+        with pytest.raises(seglog.UnknownTopicOrPartitionError, match="nope"):
+            s.append("nope", 0, [b"x"])
+        assert s.topics() == []
+
+
+def test_reads_check_the_crc_even_after_a_clean_reopen(store_path: Path) -> None:
+    with seglog.open(store_path) as s:
+        s.create_topic("t")
+        s.append("t", 0, [b"A" * 100])
+    log = store_path / "t-0" / "00000000000000000000.log"
+    data = bytearray(log.read_bytes())
+    data[-50] ^= 0x01  # inside the value: only the CRC can tell
+    log.write_bytes(bytes(data))
+    with seglog.open(store_path) as s:
+        assert s.clean_shutdown
+        with pytest.raises(seglog.CorruptRecordError, match="CRC"):
+            s.read("t", 0, 0)
+
+
+def test_alter_config_refuses_unknown_keys_even_to_remove(store: seglog.Store) -> None:
+    store.create_topic("t")
+    with pytest.raises(seglog.InvalidConfigError, match=r"no\.such\.key"):
+        store.alter_topic_config("t", {"no.such.key": None})
 
 
 def test_closed_store_refuses_use(store_path: Path) -> None:

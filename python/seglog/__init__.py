@@ -17,6 +17,8 @@ from ._native import (
     decode_batches,
     murmur2,
 )
+from ._consumer import Consumer, IllegalStateError, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from ._groups import GroupInUseError
 from ._producer import Producer
 from ._store import PartitionDescription, RecordInput, Store, TopicDescription, open
 from .errors import (
@@ -44,6 +46,12 @@ __all__ = [
     "PartitionDescription",
     "ConsumerRecord",
     "Producer",
+    "Consumer",
+    "TopicPartition",
+    "OffsetAndMetadata",
+    "OffsetAndTimestamp",
+    "IllegalStateError",
+    "GroupInUseError",
     "FutureRecordMetadata",
     "RecordMetadata",
     "RecordInput",

@@ -145,7 +145,8 @@ class Store:
         durable: bool = False,
     ) -> tuple[int, int]:
         """Append records to one partition as RecordBatch v2 batches and return
-        the (first, last) offsets they were given. With ``durable=True`` this
+        the (first, last) offsets they were given. A missing topic is created with
+        the store's defaults when ``auto.create.topics.enable`` is true (the default). With ``durable=True`` this
         returns only once the data is fsynced (concurrent callers share fsyncs).
 
         >>> import tempfile, seglog
@@ -156,7 +157,8 @@ class Store:
         (0, 1)
         [b'a', b'b']
         """
-        return self._native.append(topic, partition, records, compression_type, durable)
+        # A missing topic is created if the store's auto.create.topics.enable allows.
+        return self._native.append(topic, partition, records, compression_type, durable, True)
 
     def append_raw(
         self, topic: str, partition: int, data: bytes, *, durable: bool = False

@@ -189,7 +189,10 @@ def cmd_topics_describe(args: argparse.Namespace) -> int:
         names = [args.topic] if args.topic else store.topics()
         for name in names:
             d = store.describe(name)
-            overrides = ",".join(f"{k}={v}" for k, v in sorted(d.overrides.items()))
+            # A value with commas in [...], as --add-config takes it.
+            overrides = ",".join(
+                f"{k}=[{v}]" if "," in v else f"{k}={v}" for k, v in sorted(d.overrides.items())
+            )
             print(
                 f"Topic: {d.name}\tTopicId: {d.topic_id}\tPartitionCount: {len(d.partitions)}"
                 f"\tConfigs: {overrides}"
@@ -381,10 +384,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
                         key, found, line = line.partition(separator)
                         if not found:
                             producer.flush_all()
-                            raise CliError(
-                                f"line {lineno}: no key separator {args.key_separator!r} found"
-                                f" (the {lineno - 1} lines before it were produced)"
-                            )
+                            raise CliError(f"line {lineno}: no key separator {args.key_separator!r} found")
                     producer.add(lineno, key, line)
                 producer.flush_all()
             except KeyboardInterrupt:
@@ -414,7 +414,7 @@ def _timestamp_text(record: ConsumerRecord) -> str:
 
 
 def _text_formatter(args: argparse.Namespace, raw: bool) -> Callable[[ConsumerRecord], bytes]:
-    separator = args.key_separator.encode()
+    separator: bytes = args.key_separator.encode()
 
     def show(data: bytes | None) -> bytes:
         if data is None:
@@ -506,6 +506,17 @@ def _start_positions(store: Store, args: argparse.Namespace, partitions: list[in
     return positions
 
 
+def _read_valid_prefix(
+    store: Store, topic: str, partition: int, offset: int, max_bytes: int
+) -> list[ConsumerRecord]:
+    try:
+        return store.read(topic, partition, offset, max_bytes)
+    except CorruptRecordError:
+        # A read fails as a whole if any batch in it is corrupt: take the valid batches
+        # before that one, one at a time; the read of the corrupt batch itself raises.
+        return store.read(topic, partition, offset, 1)
+
+
 def cmd_consume(args: argparse.Namespace) -> int:
     raw = args.format == "raw"
     fmt = _json_line if args.format == "json" else _text_formatter(args, raw)
@@ -529,7 +540,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
                 got_data = False
                 for p in partitions:
                     try:
-                        records = store.read(args.topic, p, positions[p], args.max_bytes)
+                        records = _read_valid_prefix(store, args.topic, p, positions[p], args.max_bytes)
                     except OffsetOutOfRangeError:
                         start, _ = store.offsets(args.topic, p)
                         if positions[p] >= start:
@@ -542,6 +553,9 @@ def cmd_consume(args: argparse.Namespace) -> int:
                         )
                         positions[p] = start
                         continue
+                    except CorruptRecordError as e:
+                        where = f"{args.topic}-{p} at offset {positions[p]}"
+                        raise CliError(f"{where}: {e} (see '{PROG} verify')") from None
                     lines = []
                     for record in records:
                         if record.offset < positions[p]:
@@ -944,6 +958,17 @@ class _Progress:
         sys.stderr.flush()
 
 
+@dataclass
+class _PartitionTally:
+    segments: int = 0
+    batches: int = 0
+    records: int = 0
+    size: int = 0
+    first_offset: int | None = None
+    #: The offset the next valid batch should start at; None after an invalid batch.
+    next_offset: int | None = None
+
+
 class _Verifier:
     def __init__(self, root: Path, progress: _Progress | None) -> None:
         self.root = root
@@ -976,139 +1001,116 @@ class _Verifier:
             self.error(name, "partition directory is missing")
             return
         files: dict[int, set[str]] = {}
-        for f in directory.iterdir():
-            if m := SEGMENT_FILE.match(f.name):
+        for path in directory.iterdir():
+            if m := SEGMENT_FILE.match(path.name):
                 files.setdefault(int(m[1]), set()).add(m[2])
-        bases = sorted(files)
-        for base in bases:
+        for base in sorted(files):
             if "log" not in files[base]:
                 self.warn(f"{name}/{base:020d}", "index file(s) without a .log file")
-        logs = [base for base in bases if "log" in files[base]]
-        counts = [0, 0, 0]  # segments, batches, records
-        next_offset: int | None = None
-        first_offset: int | None = None
-        size = 0
+        logs = [base for base in sorted(files) if "log" in files[base]]
+        tally = _PartitionTally()
         for i, base in enumerate(logs):
-            stem = directory / f"{base:020d}"
-            where = f"{name}/{stem.name}"
-            # Indexes first: a live writer indexes only what is already in the log.
-            indexes = {}
-            for kind, entry in (("index", OFFSET_ENTRY), ("timeindex", TIME_ENTRY)):
-                if kind in files[base]:
-                    try:
-                        indexes[kind] = _read_index(stem.with_suffix(f".{kind}"), entry)
-                    except FileNotFoundError:
-                        pass
-            try:
-                f = stem.with_suffix(".log").open("rb")
-            except FileNotFoundError:
-                self.warn(f"{where}.log", "deleted while it was checked (retention by the writer?)")
-                continue
-            counts[0] += 1
-            scan = SegmentScan(base)
-            with f:
-                fd = f.fileno()
-                size += os.fstat(fd).st_size
-                position, retried, first_in_segment = 0, False, True
-                while True:
-                    stop = None
-                    for item in iter_log(fd, position):
-                        if isinstance(item, Stop):
-                            stop = item
-                            break
-                        counts[1] += 1
-                        scan.add(item)
-                        if self.progress is not None:
-                            self.progress.advance(item.size, name)
-                        if item.error is not None:
-                            self.error(
-                                f"{where}.log position {item.position}",
-                                f"invalid batch (offsets {item.base_offset}..{item.last_offset}): {item.error}",
-                            )
-                            next_offset = None  # its offsets cannot be trusted: resynchronise
-                            continue
-                        counts[2] += len(item.records)
-                        if first_offset is None:
-                            first_offset = item.base_offset
-                        if first_in_segment and item.base_offset < base:
-                            self.error(
-                                f"{where}.log position {item.position}",
-                                f"batch offset {item.base_offset} is below the segment's base offset {base}",
-                            )
-                        first_in_segment = False
-                        if item.last_offset - base > INT32_MAX:
-                            self.error(
-                                f"{where}.log position {item.position}",
-                                f"offset {item.last_offset} does not fit a relative offset from {base}",
-                            )
-                        if next_offset is not None and item.base_offset < next_offset:
-                            self.error(
-                                f"{where}.log position {item.position}",
-                                f"offsets go back: batch at {item.base_offset} after offset {next_offset - 1}",
-                            )
-                        elif next_offset is not None and item.base_offset > next_offset:
-                            self.warn(
-                                f"{where}.log position {item.position}",
-                                f"gap: offsets {next_offset}..{item.base_offset - 1} are missing",
-                            )
-                        if not item.is_control and len(item.records) != item.records_count:
-                            self.error(
-                                f"{where}.log position {item.position}",
-                                f"recordsCount {item.records_count} but {len(item.records)} records",
-                            )
-                        next_offset = item.last_offset + 1
-                    if stop is None:
-                        break
-                    # The active segment of a live writer may end in a batch being written:
-                    # look again once it has had a moment to grow.
-                    if i == len(logs) - 1 and not retried:
-                        retried = True
-                        size_then = stop.position + stop.length
-                        if os.fstat(fd).st_size == size_then:
-                            time.sleep(0.2)
-                        if os.fstat(fd).st_size != size_then:
-                            position = stop.position
-                            continue
-                    self.error(f"{where}.log position {stop.position}", stop.reason)
-                    break
-            for kind, check in (("index", check_offset_index), ("timeindex", check_time_index)):
-                if kind not in indexes:
-                    self.warn(
-                        f"{where}.{kind}", "missing (it is rebuilt when the store is next opened for writing)"
-                    )
-                    continue
-                entries, _, size_problem = indexes[kind]
-                problems = check(entries, scan, base)
-                if size_problem:
-                    problems.insert(0, size_problem)
-                for problem in problems[:MAX_REPORTED]:
-                    self.error(f"{where}.{kind}", problem)
-                if len(problems) > MAX_REPORTED:
-                    self.error(
-                        f"{where}.{kind}", f"... and {len(problems) - MAX_REPORTED} more invalid entries"
-                    )
-        end_offset = next_offset
+            self.segment(directory / f"{base:020d}", base, files[base], tally, active=i == len(logs) - 1)
+        end = tally.next_offset
         if self.errors == errors_before and desc.log_end_offset > desc.log_start_offset:
-            if end_offset is None or end_offset < desc.log_end_offset:
+            if end is None or end < desc.log_end_offset:
                 self.error(
-                    name,
-                    f"the store reports log end offset {desc.log_end_offset}, the files end at {end_offset}",
+                    name, f"the store reports log end offset {desc.log_end_offset}, the files end at {end}"
                 )
-        self.segments += counts[0]
-        self.batches += counts[1]
-        self.records += counts[2]
-        offsets = (
-            ""
-            if first_offset is None or end_offset is None
-            else f", offsets {first_offset}..{end_offset - 1}"
-        )
+        self.segments += tally.segments
+        self.batches += tally.batches
+        self.records += tally.records
+        offsets = ""
+        if tally.first_offset is not None and end is not None:
+            offsets = f", offsets {tally.first_offset}..{end - 1}"
         errors, warnings = self.errors - errors_before, self.warnings - warnings_before
         verdict = f"{errors} error(s)" if errors else "OK"
         if warnings:
             verdict += f", {warnings} warning(s)"
         self._say(
-            f"{name}: {counts[0]} segments, {counts[1]} batches, {counts[2]} records{offsets}, {size} bytes: {verdict}"
+            f"{name}: {tally.segments} segments, {tally.batches} batches, {tally.records} records"
+            f"{offsets}, {tally.size} bytes: {verdict}"
         )
+
+    def segment(self, stem: Path, base: int, kinds: set[str], tally: _PartitionTally, active: bool) -> None:
+        where = f"{stem.parent.name}/{stem.name}"
+        # Indexes first: a live writer indexes only what is already in its log.
+        indexes = {}
+        for kind, entry in (("index", OFFSET_ENTRY), ("timeindex", TIME_ENTRY)):
+            if kind in kinds:
+                try:
+                    indexes[kind] = _read_index(stem.with_suffix(f".{kind}"), entry)
+                except FileNotFoundError:
+                    pass
+        try:
+            f = stem.with_suffix(".log").open("rb")
+        except FileNotFoundError:
+            self.warn(f"{where}.log", "deleted while it was checked (retention by the writer?)")
+            return
+        tally.segments += 1
+        scan = SegmentScan(base)
+        with f:
+            fd = f.fileno()
+            tally.size += os.fstat(fd).st_size
+            position, retried = 0, False
+            while True:
+                stop = None
+                for item in iter_log(fd, position):
+                    if isinstance(item, Stop):
+                        stop = item
+                        break
+                    self.batch(item, f"{where}.log position {item.position}", base, scan, tally)
+                    scan.add(item)
+                if stop is None:
+                    break
+                # The active segment of a live writer may end in a batch being written:
+                # look again once it has had a moment to grow.
+                if active and not retried:
+                    retried = True
+                    size_then = stop.position + stop.length
+                    if os.fstat(fd).st_size == size_then:
+                        time.sleep(0.2)
+                    if os.fstat(fd).st_size != size_then:
+                        position = stop.position
+                        continue
+                self.error(f"{where}.log position {stop.position}", stop.reason)
+                break
+        for kind, check in (("index", check_offset_index), ("timeindex", check_time_index)):
+            if kind not in indexes:
+                self.warn(f"{where}.{kind}", "missing (rebuilt when the store is next opened for writing)")
+                continue
+            entries, _, size_problem = indexes[kind]
+            problems = check(entries, scan, base)
+            if size_problem:
+                problems.insert(0, size_problem)
+            for problem in problems[:MAX_REPORTED]:
+                self.error(f"{where}.{kind}", problem)
+            if len(problems) > MAX_REPORTED:
+                self.error(f"{where}.{kind}", f"... and {len(problems) - MAX_REPORTED} more invalid entries")
+
+    def batch(self, b: Batch, where: str, base: int, scan: SegmentScan, tally: _PartitionTally) -> None:
+        tally.batches += 1
+        if self.progress is not None:
+            self.progress.advance(b.size, where.split("/", 1)[0])
+        if b.error is not None:
+            self.error(where, f"invalid batch (offsets {b.base_offset}..{b.last_offset}): {b.error}")
+            tally.next_offset = None  # its offsets cannot be trusted: resynchronise after it
+            return
+        tally.records += len(b.records)
+        if tally.first_offset is None:
+            tally.first_offset = b.base_offset
+        if not scan.batch_starts and b.base_offset < base:
+            self.error(where, f"batch offset {b.base_offset} is below the segment's base offset {base}")
+        if b.last_offset - base > INT32_MAX:
+            self.error(where, f"offset {b.last_offset} does not fit a relative offset from {base}")
+        expected = tally.next_offset
+        if expected is not None and b.base_offset < expected:
+            self.error(where, f"offsets go back: a batch at {b.base_offset} after offset {expected - 1}")
+        elif expected is not None and b.base_offset > expected:
+            self.warn(where, f"gap: offsets {expected}..{b.base_offset - 1} are missing")
+        if not b.is_control and len(b.records) != b.records_count:
+            self.error(where, f"recordsCount {b.records_count} but {len(b.records)} records")
+        tally.next_offset = b.last_offset + 1
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

@@ -28,7 +28,12 @@ impl From<Error> for PyErr {
             // OSError(errno, strerror, filename) picks the right subclass
             // (FileNotFoundError, NotADirectoryError, ...) from the errno.
             Error::IoAt { path, source } => match source.raw_os_error() {
-                Some(errno) => PyOSError::new_err((errno, source.to_string(), path.display().to_string())),
+                Some(errno) => {
+                    // std's message ends in " (os error N)"; Python shows the errno itself.
+                    let text = source.to_string();
+                    let text = text.split(" (os error").next().unwrap_or(&text).to_string();
+                    PyOSError::new_err((errno, text, path.display().to_string()))
+                }
                 None => PyOSError::new_err(msg),
             },
             Error::Io(source) => source.into(),

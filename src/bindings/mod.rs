@@ -1,6 +1,7 @@
 //! PyO3 bindings: conversions, GIL release and error mapping only. Everything
 //! that decides anything lives in the core modules.
 
+mod columns;
 mod errors;
 mod producer;
 mod records;
@@ -13,6 +14,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::Store>()?;
     m.add_class::<records::ConsumerRecord>()?;
     m.add_class::<producer::Producer>()?;
+    m.add_class::<columns::ByteBuffer>()?;
     m.add_class::<producer::FutureRecordMetadata>()?;
     m.add_class::<producer::RecordMetadata>()?;
     m.add_function(wrap_pyfunction!(records::murmur2, m)?)?;

@@ -36,20 +36,24 @@ pub struct ConsumerRecord {
 
 #[pymethods]
 impl ConsumerRecord {
-    fn __repr__(&self, py: Python<'_>) -> String {
-        let show = |b: &Option<Py<PyBytes>>| match b {
-            Some(b) => format!("{:?}", String::from_utf8_lossy(b.as_bytes(py))),
-            None => "None".into(),
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let show = |b: &Option<Py<PyBytes>>| -> PyResult<String> {
+            match b {
+                Some(b) => Ok(b.bind(py).repr()?.to_string()),
+                None => Ok("None".into()),
+            }
         };
-        format!(
-            "ConsumerRecord(topic={:?}, partition={}, offset={}, timestamp={}, key={}, value={})",
-            self.topic.bind(py).to_string(),
+        Ok(format!(
+            "ConsumerRecord(topic={}, partition={}, offset={}, timestamp={}, timestamp_type={}, key={}, value={}, headers={})",
+            self.topic.bind(py).repr()?,
             self.partition,
             self.offset,
             self.timestamp,
-            show(&self.key),
-            show(&self.value)
-        )
+            self.timestamp_type,
+            show(&self.key)?,
+            show(&self.value)?,
+            self.headers.bind(py).repr()?
+        ))
     }
 }
 

@@ -4,18 +4,21 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
+use super::columns::{BinaryColumn, ByteBuffer, Columns};
 use super::errors::SeglogError;
 use super::records::{decode, extract_record, to_records, InRecord};
 use crate::log::now_ms;
 use crate::record::batch::{build_batches, HeaderRef};
 use crate::record::{Compression, NewRecord};
 use crate::store::Store as CoreStore;
+use crate::watch::DirWatcher;
 
 /// Config values may be given as str, int, float or bool; Kafka's own form is text.
 pub fn config_map(config: Option<&Bound<'_, PyDict>>) -> PyResult<BTreeMap<String, String>> {
@@ -281,7 +284,8 @@ impl Store {
         let batches = py.detach(|| {
             let log = core.partition(name, partition)?;
             let bytes = log.read(offset, max_bytes)?.bytes()?;
-            decode(&bytes, log.is_read_only())
+            // Every batch a reader gets is CRC-checked: nothing corrupt reaches it.
+            decode(&bytes, true)
         })?;
         to_records(py, topic, partition, &batches, offset)
     }
@@ -336,6 +340,128 @@ impl Store {
             log.follow_writer()?;
             Ok::<_, crate::error::Error>((log.log_start_offset(), log.log_end_offset()))
         })?)
+    }
+
+    /// Waits up to `timeout` seconds until any of `partitions` ((topic, partition,
+    /// position) triples) has data at or past its position. Returns whether one has.
+    fn wait_for_data(
+        &self,
+        py: Python<'_>,
+        partitions: Vec<(String, i32, i64)>,
+        timeout: f64,
+    ) -> PyResult<bool> {
+        let core = self.core()?;
+        let timeout = Duration::from_secs_f64(timeout.clamp(0.0, 1e9));
+        Ok(py.detach(|| -> crate::error::Result<bool> {
+            let logs = partitions
+                .iter()
+                .map(|(t, p, pos)| Ok((core.partition(t, *p)?, *pos)))
+                .collect::<crate::error::Result<Vec<_>>>()?;
+            let deadline = Instant::now() + timeout;
+            if core.is_read_only() {
+                let dirs: Vec<&std::path::Path> = logs.iter().map(|(l, _)| l.dir()).collect();
+                let watcher = DirWatcher::new(&dirs)?;
+                loop {
+                    for (log, _) in &logs {
+                        log.follow_writer()?;
+                    }
+                    if logs.iter().any(|(l, pos)| l.log_end_offset() > *pos) {
+                        return Ok(true);
+                    }
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Ok(false);
+                    }
+                    // A cap on each wait also catches what inotify cannot see
+                    // (a directory created after the watch was set up).
+                    watcher.wait(left.min(Duration::from_millis(500)))?;
+                }
+            }
+            let signal = core.append_signal();
+            loop {
+                let seen = signal.current();
+                if logs.iter().any(|(l, pos)| l.log_end_offset() > *pos) {
+                    return Ok(true);
+                }
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() || !signal.wait_after(seen, left) {
+                    return Ok(logs.iter().any(|(l, pos)| l.log_end_offset() > *pos));
+                }
+            }
+        })?)
+    }
+
+    /// Reads records from several partitions into Arrow column buffers. Each
+    /// request is (topic, partition, offset); reading stops at `max_records` in
+    /// all or `max_bytes` per partition. Returns the columns (as bytes, see
+    /// seglog._consumer) and each partition's next offset (None if nothing read).
+    #[pyo3(signature = (requests, max_records, max_bytes = 1048576))]
+    fn read_columns<'py>(
+        &self,
+        py: Python<'py>,
+        requests: Vec<(String, i32, i64)>,
+        max_records: usize,
+        max_bytes: u64,
+    ) -> PyResult<(Bound<'py, PyDict>, Vec<Option<i64>>)> {
+        let core = self.core()?;
+        let (cols, nexts) = py.detach(|| -> crate::error::Result<_> {
+            let mut cols = Columns::default();
+            let mut nexts = Vec::with_capacity(requests.len());
+            for (topic, p, offset) in &requests {
+                let log = core.partition(topic, *p)?;
+                let mut pos = *offset;
+                let mut next = None;
+                while cols.rows < max_records {
+                    let slice = log.read(pos, max_bytes)?;
+                    if slice.range.is_none() {
+                        break;
+                    }
+                    let bytes = slice.bytes()?;
+                    match cols.extend(topic, *p, &bytes, pos, max_records, true)? {
+                        Some(n) if n > pos => {
+                            pos = n;
+                            next = Some(n);
+                        }
+                        _ => break,
+                    }
+                }
+                nexts.push(next);
+            }
+            Ok((cols, nexts))
+        })?;
+        // The column vectors move into ByteBuffers that pyarrow wraps in place.
+        let d = PyDict::new(py);
+        let buf = |v: Vec<u8>| Ok::<_, PyErr>(Bound::new(py, ByteBuffer(v))?.into_any());
+        let bin = |c: BinaryColumn| -> PyResult<Bound<'py, PyTuple>> {
+            let nulls = c.nulls.into_pyobject(py)?.into_any();
+            PyTuple::new(py, [buf(c.validity)?, buf(c.offsets)?, buf(c.data)?, nulls])
+        };
+        let Columns {
+            key,
+            value,
+            topic,
+            partition,
+            offset,
+            timestamp,
+            timestamp_type,
+            header_offsets,
+            header_key,
+            header_value,
+            rows,
+            ..
+        } = cols;
+        d.set_item("rows", rows)?;
+        d.set_item("key", bin(key)?)?;
+        d.set_item("value", bin(value)?)?;
+        d.set_item("topic", bin(topic)?)?;
+        d.set_item("partition", buf(partition)?)?;
+        d.set_item("offset", buf(offset)?)?;
+        d.set_item("timestamp", buf(timestamp)?)?;
+        d.set_item("timestampType", buf(timestamp_type)?)?;
+        d.set_item("header_offsets", buf(header_offsets)?)?;
+        d.set_item("header_key", bin(header_key)?)?;
+        d.set_item("header_value", bin(header_value)?)?;
+        Ok((d, nexts))
     }
 
     fn truncate_to(&self, py: Python<'_>, topic: &str, partition: i32, offset: i64) -> PyResult<()> {

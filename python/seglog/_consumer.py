@@ -1,0 +1,518 @@
+"""The Consumer: Kafka's consumer API over an embedded store."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from . import _groups
+from ._native import ConsumerRecord
+from ._store import Store
+from ._store import open as open_store
+from .errors import (
+    ClientClosedError,
+    InvalidConfigError,
+    NoOffsetForPartitionError,
+    OffsetOutOfRangeError,
+    ReadOnlyStoreError,
+    SeglogError,
+    StoreLockedError,
+    UnknownTopicOrPartitionError,
+)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["Consumer", "TopicPartition", "OffsetAndMetadata", "OffsetAndTimestamp", "IllegalStateError"]
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+class OffsetAndMetadata(NamedTuple):
+    offset: int
+    metadata: str = ""
+
+
+class OffsetAndTimestamp(NamedTuple):
+    offset: int
+    timestamp: int
+
+
+class IllegalStateError(SeglogError):
+    """The call does not fit the consumer's state (e.g. assign after subscribe)."""
+
+
+_DEFAULTS: dict[str, Any] = {
+    "auto_offset_reset": "latest",
+    "enable_auto_commit": True,
+    "auto_commit_interval_ms": 5000,
+    "max_poll_records": 500,
+    "max_partition_fetch_bytes": 1 << 20,
+    "consumer_timeout_ms": float("inf"),
+    "metadata_max_age_ms": 1000,
+    "read_only": None,
+}
+
+
+def _tp(x: Any) -> TopicPartition:
+    if isinstance(x, TopicPartition):
+        return x
+    if isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], str) and isinstance(x[1], int):
+        return TopicPartition(x[0], x[1])
+    raise TypeError(f"expected a (topic, partition) pair, got {x!r}")
+
+
+class Consumer:
+    """Reads records from a store's topics, as Kafka's consumer does.
+
+    ``Consumer(store, "topic", ...)`` subscribes to topics (all their partitions);
+    or call :meth:`assign` with explicit partitions. Without a committed offset a
+    partition starts per ``auto_offset_reset``: ``"earliest"``, ``"latest"``
+    (the default, as Kafka's), or ``"none"`` (raise). With a ``group_id``,
+    offsets are committed to the internal topic ``__consumer_offsets``
+    (automatically every ``auto_commit_interval_ms`` if ``enable_auto_commit``)
+    and survive restarts. On an embedded store a group has one member at a
+    time: a second member, in this process or another, gets GroupInUseError.
+
+    ``store`` may be a path: it is opened for writing if no other process
+    writes it, else read-only (``read_only=True``/``False`` forces either). A
+    read-only consumer sees new data as the writer appends it, but cannot
+    commit offsets (commits are writes).
+
+    A Consumer is not safe to share between threads (as in Kafka): use one per
+    thread.
+
+    >>> import tempfile, seglog
+    >>> with seglog.open(tempfile.mkdtemp()) as store:
+    ...     store.create_topic("events")
+    ...     _ = store.append("events", 0, [b"a", b"b"])
+    ...     consumer = seglog.Consumer(store, "events", auto_offset_reset="earliest", consumer_timeout_ms=0)
+    ...     [r.value for r in consumer]
+    [b'a', b'b']
+    """
+
+    def __init__(self, store: Store | str | os.PathLike[str], *topics: str, group_id: str | None = None,
+                 **config: Any) -> None:
+        unknown = set(config) - set(_DEFAULTS)
+        if unknown:
+            raise InvalidConfigError(
+                f"unknown Consumer config {sorted(unknown)} (known: {', '.join(sorted(_DEFAULTS))})"
+            )
+        c = {**_DEFAULTS, **config}
+        if c["auto_offset_reset"] not in ("earliest", "latest", "none"):
+            raise ValueError(f"auto_offset_reset must be earliest, latest or none; got {c['auto_offset_reset']!r}")
+        for name in ("auto_commit_interval_ms", "max_poll_records", "max_partition_fetch_bytes"):
+            if not isinstance(c[name], int) or isinstance(c[name], bool) or c[name] <= 0:
+                raise ValueError(f"{name} must be a positive int, got {c[name]!r}")
+        if group_id is not None and not isinstance(group_id, str):
+            raise TypeError(f"group_id must be str or None, got {type(group_id).__name__}")
+        self._config = c
+        self._owns_store = not isinstance(store, Store)
+        if self._owns_store:
+            if not isinstance(store, (str, os.PathLike)):
+                raise TypeError(f"store must be a seglog.Store or a path, got {type(store).__name__}")
+            ro = c["read_only"]
+            if ro is None:
+                try:
+                    store = open_store(store)
+                except StoreLockedError:
+                    store = open_store(store, read_only=True)
+            else:
+                store = open_store(store, read_only=bool(ro))
+        assert isinstance(store, Store)
+        self._store = store
+        self._native = store._native
+        self.group_id = group_id
+        self._closed = False
+        self._lock: _groups.GroupLock | None = None
+        if group_id is not None:
+            if c["enable_auto_commit"] and store.read_only:
+                raise ReadOnlyStoreError(
+                    "a consumer group cannot commit offsets on a read-only store: pass "
+                    "enable_auto_commit=False, or consume in the process that writes the store"
+                )
+            self._lock = _groups.GroupLock(str(store.path), group_id)
+            self._committed = _groups.load_committed(self._native, group_id)
+        else:
+            self._committed = {}
+        self._subscription: set[str] | None = None
+        self._pattern: re.Pattern[str] | None = None
+        self._assignment: list[TopicPartition] = []
+        self._manual = False
+        self._positions: dict[TopicPartition, int] = {}
+        # Records fetched but not yet returned, per partition: (records, next index).
+        self._pending: dict[TopicPartition, tuple[list[ConsumerRecord], int]] = {}
+        self._metadata_checked = 0.0
+        self._last_commit = time.monotonic()
+        self._next_partition = 0
+        if topics:
+            self.subscribe(topics)
+
+    # -- subscription and assignment ---------------------------------------------
+
+    def _check(self) -> None:
+        if self._closed:
+            raise ClientClosedError("consumer is closed")
+
+    def subscribe(self, topics: Iterable[str] = (), pattern: str | None = None) -> None:
+        """Subscribe to topics by name, or to every topic matching ``pattern``
+        (a regular expression); all their partitions are assigned to this member."""
+        self._check()
+        if self._manual:
+            raise IllegalStateError("subscribe() after assign(): use one or the other")
+        if isinstance(topics, str):
+            topics = [topics]
+        names = list(topics)
+        if not all(isinstance(t, str) for t in names):
+            raise TypeError("topics must be str")
+        if pattern is None and not names:
+            raise ValueError("subscribe() needs topics or a pattern")
+        self._subscription = set(names)
+        self._pattern = re.compile(pattern) if pattern is not None else None
+        self._refresh_assignment(force=True)
+
+    def subscription(self) -> set[str] | None:
+        return set(self._subscription) if self._subscription is not None else None
+
+    def unsubscribe(self) -> None:
+        self._subscription, self._pattern = None, None
+        self._set_assignment([])
+
+    def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        """Consume exactly these partitions (no group membership changes)."""
+        self._check()
+        if self._subscription is not None:
+            raise IllegalStateError("assign() after subscribe(): use one or the other")
+        tps = [_tp(p) for p in partitions]
+        for tp in tps:
+            if not 0 <= tp.partition < self._native.partition_count(tp.topic):
+                raise UnknownTopicOrPartitionError(f"topic {tp.topic!r} has no partition {tp.partition}")
+        self._manual = True
+        self._set_assignment(tps)
+
+    def assignment(self) -> set[TopicPartition]:
+        self._refresh_assignment()
+        return set(self._assignment)
+
+    def _set_assignment(self, tps: list[TopicPartition]) -> None:
+        keep = set(tps)
+        self._assignment = list(dict.fromkeys(tps))
+        for tp in list(self._positions):
+            if tp not in keep:
+                del self._positions[tp]
+                self._pending.pop(tp, None)
+
+    def _refresh_assignment(self, force: bool = False) -> None:
+        if self._subscription is None:
+            return
+        now = time.monotonic()
+        if not force and now - self._metadata_checked < self._config["metadata_max_age_ms"] / 1000:
+            return
+        self._metadata_checked = now
+        topics = self._native.topics()
+        wanted = [t for t in topics if t in self._subscription or (self._pattern and self._pattern.fullmatch(t))]
+        tps = [
+            TopicPartition(t, p)
+            for t in wanted
+            if t != _groups.OFFSETS_TOPIC or t in self._subscription
+            for p in range(self._native.partition_count(t))
+        ]
+        if tps != self._assignment:
+            self._set_assignment(tps)
+
+    # -- positions ----------------------------------------------------------------
+
+    def _reset(self, tp: TopicPartition, strategy: str | None = None) -> int:
+        strategy = strategy or self._config["auto_offset_reset"]
+        start, end = self._native.offsets(tp.topic, tp.partition)
+        if strategy == "earliest":
+            return start
+        if strategy == "latest":
+            return end
+        raise NoOffsetForPartitionError(
+            f"no committed offset for {tp.topic}-{tp.partition} and auto_offset_reset='none'"
+        )
+
+    def _position(self, tp: TopicPartition) -> int:
+        pos = self._positions.get(tp)
+        if pos is None:
+            committed = self._committed.get((tp.topic, tp.partition))
+            pos = committed[0] if committed is not None else self._reset(tp)
+            self._positions[tp] = pos
+        return pos
+
+    def position(self, partition: TopicPartition | tuple[str, int]) -> int:
+        """The offset of the next record this consumer will return."""
+        self._check()
+        tp = _tp(partition)
+        if tp not in self._assignment:
+            raise IllegalStateError(f"{tp.topic}-{tp.partition} is not assigned to this consumer")
+        pending = self._pending.get(tp)
+        if pending is not None:
+            records, i = pending
+            return records[i].offset
+        return self._position(tp)
+
+    def seek(self, partition: TopicPartition | tuple[str, int], offset: int) -> None:
+        self._check()
+        tp = _tp(partition)
+        if tp not in self.assignment():
+            raise IllegalStateError(f"{tp.topic}-{tp.partition} is not assigned to this consumer")
+        if not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"offset must be an int >= 0, got {offset!r}")
+        self._pending.pop(tp, None)
+        self._positions[tp] = offset
+
+    def seek_to_beginning(self, *partitions: TopicPartition | tuple[str, int]) -> None:
+        for tp in [_tp(p) for p in partitions] or self.assignment():
+            self.seek(tp, self._reset(tp, "earliest"))
+
+    def seek_to_end(self, *partitions: TopicPartition | tuple[str, int]) -> None:
+        for tp in [_tp(p) for p in partitions] or self.assignment():
+            self.seek(tp, self._reset(tp, "latest"))
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> dict[TopicPartition, int]:
+        return {tp: self._native.offsets(tp.topic, tp.partition)[0] for tp in map(_tp, partitions)}
+
+    def end_offsets(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> dict[TopicPartition, int]:
+        return {tp: self._native.offsets(tp.topic, tp.partition)[1] for tp in map(_tp, partitions)}
+
+    def offsets_for_times(
+        self, timestamps: dict[TopicPartition, int] | dict[tuple[str, int], int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """The earliest offset per partition whose timestamp is >= the given one (ms)."""
+        self._check()
+        out: dict[TopicPartition, OffsetAndTimestamp | None] = {}
+        for key, ts in timestamps.items():
+            tp = _tp(key)
+            if not isinstance(ts, int) or ts < 0:
+                raise ValueError(f"timestamps must be ints >= 0 (ms), got {ts!r}")
+            r = self._native.offset_for_time(tp.topic, tp.partition, ts)
+            out[tp] = None if r is None else OffsetAndTimestamp(*r)
+        return out
+
+    # -- fetching -----------------------------------------------------------------
+
+    def _chunk(self, tp: TopicPartition) -> tuple[list[ConsumerRecord], int] | None:
+        """The partition's fetched-but-unreturned records (fetching if none):
+        (records, index of the next one to return). The one owner of them."""
+        pending = self._pending.get(tp)
+        if pending is not None:
+            return pending
+        pos = self._position(tp)
+        try:
+            records = self._native.read(tp.topic, tp.partition, pos, self._config["max_partition_fetch_bytes"])
+        except OffsetOutOfRangeError:
+            if self._config["auto_offset_reset"] == "none":
+                raise
+            # Kafka: an out-of-range position (e.g. deleted by retention) is reset.
+            self._positions[tp] = self._reset(tp)
+            return None
+        if not records:
+            return None
+        self._positions[tp] = records[-1].offset + 1
+        self._pending[tp] = (records, 0)
+        return self._pending[tp]
+
+    def _take(self, tp: TopicPartition, limit: int) -> list[ConsumerRecord]:
+        chunk = self._chunk(tp)
+        if chunk is None:
+            return []
+        records, i = chunk
+        if len(records) - i > limit:
+            self._pending[tp] = (records, i + limit)
+            return records[i : i + limit]
+        del self._pending[tp]
+        return records[i:] if i else records
+
+    def _fetch_any(self, limit: int) -> dict[TopicPartition, list[ConsumerRecord]]:
+        self._refresh_assignment()
+        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        n = len(self._assignment)
+        for k in range(n):
+            if limit <= 0:
+                break
+            # Rotate the starting partition so that none starves the others.
+            tp = self._assignment[(self._next_partition + k) % n]
+            records = self._take(tp, limit)
+            if records:
+                out[tp] = records
+                limit -= len(records)
+        if n:
+            self._next_partition = (self._next_partition + 1) % n
+        return out
+
+    def _wait(self, timeout_s: float) -> None:
+        if timeout_s <= 0 or not self._assignment:
+            if timeout_s > 0:
+                time.sleep(min(timeout_s, 0.1))
+            return
+        requests = [(tp.topic, tp.partition, self._position(tp)) for tp in self._assignment]
+        self._native.wait_for_data(requests, min(timeout_s, 1.0))
+
+    def poll(self, timeout_ms: float = 0, max_records: int | None = None) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Records from the assigned partitions, at most ``max_records`` (default
+        ``max_poll_records``). With nothing to return, waits up to ``timeout_ms``
+        for data to land, without spinning."""
+        self._check()
+        limit = self._config["max_poll_records"] if max_records is None else max_records
+        if not isinstance(limit, int) or limit <= 0:
+            raise ValueError(f"max_records must be a positive int, got {max_records!r}")
+        self._maybe_auto_commit()
+        deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+        while True:
+            out = self._fetch_any(limit)
+            left = deadline - time.monotonic()
+            if out or left <= 0:
+                return out
+            self._wait(left)
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        return self._iterate()
+
+    def _iterate(self) -> Iterator[ConsumerRecord]:
+        timeout = self._config["consumer_timeout_ms"] / 1000
+        pending = self._pending
+        while True:
+            self._check()
+            self._maybe_auto_commit()
+            self._refresh_assignment()
+            deadline = time.monotonic() + timeout
+            chunks = self._chunks()
+            while not chunks:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._wait(left)
+                chunks = self._chunks()
+            for tp, (records, start) in chunks:
+                # Each record counts as consumed when handed out, so that if the
+                # caller stops early, position() and commit() are exact.
+                last = len(records) - 1
+                for i in range(start, last):
+                    pending[tp] = (records, i + 1)
+                    yield records[i]
+                pending.pop(tp, None)
+                yield records[last]
+
+    def _chunks(self) -> list[tuple[TopicPartition, tuple[list[ConsumerRecord], int]]]:
+        out = []
+        n = len(self._assignment)
+        for k in range(n):
+            tp = self._assignment[(self._next_partition + k) % n]
+            chunk = self._chunk(tp)
+            if chunk is not None:
+                out.append((tp, chunk))
+        if n:
+            self._next_partition = (self._next_partition + 1) % n
+        return out
+
+    def poll_arrow(self, max_records: int = 100_000, timeout_ms: float = 0) -> pa.RecordBatch:
+        """Records as one ``pyarrow.RecordBatch`` with the columns of Spark's Kafka
+        source: key, value, topic, partition, offset, timestamp, timestampType,
+        headers. Decoded in Rust straight into Arrow buffers."""
+        self._check()
+        if not isinstance(max_records, int) or max_records <= 0:
+            raise ValueError(f"max_records must be a positive int, got {max_records!r}")
+        from ._arrow import columns_to_batch
+
+        self._maybe_auto_commit()
+        deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+        while True:
+            self._refresh_assignment()
+            for tp in list(self._pending):  # hand back what iteration/poll left pending
+                self._positions[tp] = self.position(tp)
+                del self._pending[tp]
+            requests = [(tp.topic, tp.partition, self._position(tp)) for tp in self._assignment]
+            try:
+                cols, nexts = self._native.read_columns(requests, max_records, 1 << 20)
+            except OffsetOutOfRangeError:
+                if self._config["auto_offset_reset"] == "none":
+                    raise
+                for tp in self._assignment:
+                    start, end = self._native.offsets(tp.topic, tp.partition)
+                    if not start <= self._position(tp) <= end:
+                        self._positions[tp] = self._reset(tp)
+                continue
+            for tp, n in zip(self._assignment, nexts, strict=True):
+                if n is not None:
+                    self._positions[tp] = n
+            left = deadline - time.monotonic()
+            if cols["rows"] or left <= 0:
+                return columns_to_batch(cols)
+            self._wait(left)
+
+    # -- commits ------------------------------------------------------------------
+
+    def _need_group(self) -> str:
+        if self.group_id is None:
+            raise IllegalStateError("commit needs a group_id")
+        return self.group_id
+
+    def commit(self, offsets: dict[Any, OffsetAndMetadata | int] | None = None) -> None:
+        """Commit ``offsets`` ({(topic, partition): offset}), or every assigned
+        partition's current position. Durable when this returns."""
+        self._check()
+        group = self._need_group()
+        if self._store.read_only:
+            raise ReadOnlyStoreError("commit: this consumer's store is read-only")
+        if offsets is None:
+            todo = {(tp.topic, tp.partition): (self.position(tp), "") for tp in self._assignment
+                    if tp in self._positions or tp in self._pending}
+        else:
+            todo = {}
+            for k, v in offsets.items():
+                tp = _tp(k)
+                om = v if isinstance(v, OffsetAndMetadata) else OffsetAndMetadata(v)
+                if not isinstance(om.offset, int) or om.offset < 0:
+                    raise ValueError(f"offset must be an int >= 0, got {om.offset!r}")
+                todo[(tp.topic, tp.partition)] = (om.offset, om.metadata)
+        _groups.commit(self._native, group, todo)
+        self._committed.update(todo)
+        self._last_commit = time.monotonic()
+
+    def committed(self, partition: TopicPartition | tuple[str, int]) -> int | None:
+        """The group's last committed offset for a partition, or None."""
+        self._check()
+        self._need_group()
+        tp = _tp(partition)
+        c = self._committed.get((tp.topic, tp.partition))
+        return None if c is None else c[0]
+
+    def _maybe_auto_commit(self) -> None:
+        if self.group_id is None or not self._config["enable_auto_commit"]:
+            return
+        if time.monotonic() - self._last_commit >= self._config["auto_commit_interval_ms"] / 1000:
+            self.commit()
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def close(self, autocommit: bool = True) -> None:
+        """Commit positions (with enable_auto_commit), release the group, stop."""
+        if self._closed:
+            return
+        try:
+            if autocommit and self.group_id is not None and self._config["enable_auto_commit"]:
+                self.commit()
+        finally:
+            self._closed = True
+            if self._lock is not None:
+                self._lock.release()
+            if self._owns_store:
+                self._store.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
