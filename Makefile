@@ -8,6 +8,7 @@ PY := $(BIN)/python
 DEPS := $(VENV)/.deps-installed
 EXTRAS ?= test lint
 PYTEST_ARGS ?=
+BENCH_ARGS ?=
 
 export VIRTUAL_ENV := $(CURDIR)/$(VENV)
 export PATH := $(BIN):$(PATH)
@@ -53,8 +54,14 @@ lint: develop
 	$(PY) -m mypy python/seglog
 	$(PY) -m mypy.stubtest seglog._native
 
-bench: develop
-	$(PY) benches/run.py
+bench: develop $(VENV)/.bench-installed
+	OPENBLAS_NUM_THREADS=1 $(PY) benches/run.py $(BENCH_ARGS)
+
+$(VENV)/.bench-installed: pyproject.toml | $(PY)
+	$(PY) -c "import tomllib; d = tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']; \
+	  print('\n'.join(d['bench']))" > $(VENV)/bench-requirements.txt
+	$(PY) -m pip install --quiet -r $(VENV)/bench-requirements.txt
+	touch $@
 
 wheel: $(DEPS)
 	$(BIN)/maturin build --release --out dist

@@ -9,6 +9,8 @@
 """
 
 from . import errors
+from ._consumer import Consumer, IllegalStateError, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from ._groups import GroupInUseError
 from ._native import (
     ConsumerRecord,
     FutureRecordMetadata,
@@ -17,20 +19,18 @@ from ._native import (
     decode_batches,
     murmur2,
 )
-from ._consumer import Consumer, IllegalStateError, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
-from ._groups import GroupInUseError
 from ._producer import Producer
 from ._store import PartitionDescription, RecordInput, Store, TopicDescription, open
 from .errors import (
+    ClientClosedError,
     CorruptRecordError,
     InvalidConfigError,
     InvalidTopicError,
+    NoOffsetForPartitionError,
     OffsetOutOfRangeError,
     ReadOnlyStoreError,
     RecordTooLargeError,
     SeglogError,
-    ClientClosedError,
-    NoOffsetForPartitionError,
     SeglogTimeoutError,
     StoreClosedError,
     StoreLockedError,

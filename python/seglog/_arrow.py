@@ -27,7 +27,9 @@ def _binary(kind: pa.DataType, n: int, col: tuple[Any, Any, Any, int]) -> pa.Arr
     if not len(offsets):
         offsets = b"\0\0\0\0"
     return pa.Array.from_buffers(
-        kind, n, [pa.py_buffer(validity) if nulls else None, pa.py_buffer(offsets), pa.py_buffer(data)],
+        kind,
+        n,
+        [pa.py_buffer(validity) if nulls else None, pa.py_buffer(offsets), pa.py_buffer(data)],
         null_count=nulls,
     )
 
@@ -44,8 +46,12 @@ def columns_to_batch(cols: dict[str, Any]) -> pa.RecordBatch:
         [_binary(pa.string(), nh, header_key), _binary(pa.binary(), nh, cols["header_value"])],
         fields=list(HEADER_TYPE.value_type),
     )
-    headers = pa.ListArray.from_buffers(HEADER_TYPE, n, [None, pa.py_buffer(cols["header_offsets"] if len(cols["header_offsets"]) else b"\0\0\0\0")],
-                                        children=[children])
+    headers = pa.ListArray.from_buffers(
+        HEADER_TYPE,
+        n,
+        [None, pa.py_buffer(cols["header_offsets"] if len(cols["header_offsets"]) else b"\0\0\0\0")],
+        children=[children],
+    )
     arrays = [
         _binary(pa.binary(), n, cols["key"]),
         _binary(pa.binary(), n, cols["value"]),

@@ -97,8 +97,9 @@ class Consumer:
     [b'a', b'b']
     """
 
-    def __init__(self, store: Store | str | os.PathLike[str], *topics: str, group_id: str | None = None,
-                 **config: Any) -> None:
+    def __init__(
+        self, store: Store | str | os.PathLike[str], *topics: str, group_id: str | None = None, **config: Any
+    ) -> None:
         unknown = set(config) - set(_DEFAULTS)
         if unknown:
             raise InvalidConfigError(
@@ -106,7 +107,9 @@ class Consumer:
             )
         c = {**_DEFAULTS, **config}
         if c["auto_offset_reset"] not in ("earliest", "latest", "none"):
-            raise ValueError(f"auto_offset_reset must be earliest, latest or none; got {c['auto_offset_reset']!r}")
+            raise ValueError(
+                f"auto_offset_reset must be earliest, latest or none; got {c['auto_offset_reset']!r}"
+            )
         for name in ("auto_commit_interval_ms", "max_poll_records", "max_partition_fetch_bytes"):
             if not isinstance(c[name], int) or isinstance(c[name], bool) or c[name] <= 0:
                 raise ValueError(f"{name} must be a positive int, got {c[name]!r}")
@@ -114,33 +117,40 @@ class Consumer:
             raise TypeError(f"group_id must be str or None, got {type(group_id).__name__}")
         self._config = c
         self._owns_store = not isinstance(store, Store)
-        if self._owns_store:
-            if not isinstance(store, (str, os.PathLike)):
-                raise TypeError(f"store must be a seglog.Store or a path, got {type(store).__name__}")
+        if isinstance(store, Store):
+            opened = store
+        elif isinstance(store, (str, os.PathLike)):
             ro = c["read_only"]
             if ro is None:
                 try:
-                    store = open_store(store)
+                    opened = open_store(store)
                 except StoreLockedError:
-                    store = open_store(store, read_only=True)
+                    opened = open_store(store, read_only=True)
             else:
-                store = open_store(store, read_only=bool(ro))
-        assert isinstance(store, Store)
-        self._store = store
-        self._native = store._native
+                opened = open_store(store, read_only=bool(ro))
+        else:
+            raise TypeError(f"store must be a seglog.Store or a path, got {type(store).__name__}")
+        self._store = opened
+        self._native = opened._native
         self.group_id = group_id
         self._closed = False
         self._lock: _groups.GroupLock | None = None
-        if group_id is not None:
-            if c["enable_auto_commit"] and store.read_only:
-                raise ReadOnlyStoreError(
-                    "a consumer group cannot commit offsets on a read-only store: pass "
-                    "enable_auto_commit=False, or consume in the process that writes the store"
-                )
-            self._lock = _groups.GroupLock(str(store.path), group_id)
-            self._committed = _groups.load_committed(self._native, group_id)
-        else:
-            self._committed = {}
+        self._committed: dict[tuple[str, int], tuple[int, str]] = {}
+        try:
+            if group_id is not None:
+                if c["enable_auto_commit"] and opened.read_only:
+                    raise ReadOnlyStoreError(
+                        "a consumer group cannot commit offsets on a read-only store: pass "
+                        "enable_auto_commit=False, or consume in the process that writes the store"
+                    )
+                self._lock = _groups.GroupLock(str(opened.path), group_id)
+                self._committed = _groups.load_committed(self._native, group_id)
+        except BaseException:
+            if self._lock is not None:
+                self._lock.release()
+            if self._owns_store:
+                opened.close()
+            raise
         self._subscription: set[str] | None = None
         self._pattern: re.Pattern[str] | None = None
         self._assignment: list[TopicPartition] = []
@@ -216,7 +226,9 @@ class Consumer:
             return
         self._metadata_checked = now
         topics = self._native.topics()
-        wanted = [t for t in topics if t in self._subscription or (self._pattern and self._pattern.fullmatch(t))]
+        wanted = [
+            t for t in topics if t in self._subscription or (self._pattern and self._pattern.fullmatch(t))
+        ]
         tps = [
             TopicPartition(t, p)
             for t in wanted
@@ -277,10 +289,14 @@ class Consumer:
         for tp in [_tp(p) for p in partitions] or self.assignment():
             self.seek(tp, self._reset(tp, "latest"))
 
-    def beginning_offsets(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> dict[TopicPartition, int]:
+    def beginning_offsets(
+        self, partitions: Iterable[TopicPartition | tuple[str, int]]
+    ) -> dict[TopicPartition, int]:
         return {tp: self._native.offsets(tp.topic, tp.partition)[0] for tp in map(_tp, partitions)}
 
-    def end_offsets(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> dict[TopicPartition, int]:
+    def end_offsets(
+        self, partitions: Iterable[TopicPartition | tuple[str, int]]
+    ) -> dict[TopicPartition, int]:
         return {tp: self._native.offsets(tp.topic, tp.partition)[1] for tp in map(_tp, partitions)}
 
     def offsets_for_times(
@@ -307,7 +323,9 @@ class Consumer:
             return pending
         pos = self._position(tp)
         try:
-            records = self._native.read(tp.topic, tp.partition, pos, self._config["max_partition_fetch_bytes"])
+            records = self._native.read(
+                tp.topic, tp.partition, pos, self._config["max_partition_fetch_bytes"]
+            )
         except OffsetOutOfRangeError:
             if self._config["auto_offset_reset"] == "none":
                 raise
@@ -356,7 +374,9 @@ class Consumer:
         requests = [(tp.topic, tp.partition, self._position(tp)) for tp in self._assignment]
         self._native.wait_for_data(requests, min(timeout_s, 1.0))
 
-    def poll(self, timeout_ms: float = 0, max_records: int | None = None) -> dict[TopicPartition, list[ConsumerRecord]]:
+    def poll(
+        self, timeout_ms: float = 0, max_records: int | None = None
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
         """Records from the assigned partitions, at most ``max_records`` (default
         ``max_poll_records``). With nothing to return, waits up to ``timeout_ms``
         for data to land, without spinning."""
@@ -463,8 +483,11 @@ class Consumer:
         if self._store.read_only:
             raise ReadOnlyStoreError("commit: this consumer's store is read-only")
         if offsets is None:
-            todo = {(tp.topic, tp.partition): (self.position(tp), "") for tp in self._assignment
-                    if tp in self._positions or tp in self._pending}
+            todo = {
+                (tp.topic, tp.partition): (self.position(tp), "")
+                for tp in self._assignment
+                if tp in self._positions or tp in self._pending
+            }
         else:
             todo = {}
             for k, v in offsets.items():

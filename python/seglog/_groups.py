@@ -15,7 +15,7 @@ from .errors import SeglogError
 
 OFFSETS_TOPIC = "__consumer_offsets"
 # Kafka's offsets.topic.segment.bytes; compacted, as Kafka keeps it.
-OFFSETS_TOPIC_CONFIG = {"cleanup.policy": "compact", "segment.bytes": 104857600}
+OFFSETS_TOPIC_CONFIG: dict[str, str | int] = {"cleanup.policy": "compact", "segment.bytes": 104857600}
 
 
 class GroupInUseError(SeglogError):
@@ -124,7 +124,7 @@ class GroupLock:
         directory = os.path.join(store_path, ".groups")
         os.makedirs(directory, exist_ok=True)
         self.path = os.path.join(directory, f"{safe}.lock")
-        self._file: IO[str] | None = open(self.path, "a+")  # noqa: SIM115 - held until release()
+        self._file: IO[str] | None = open(self.path, "a+")
         try:
             fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -1,10 +1,22 @@
 """Type stubs for the Rust extension module. Use the ``seglog`` package, not this."""
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from os import PathLike
-from typing import Any, final
+from typing import Any, Self, final
 
-__all__ = ["ConsumerRecord", "Store", "__version__", "decode_batches", "murmur2"]
+from typing_extensions import disjoint_base
+
+__all__ = [
+    "ByteBuffer",
+    "ConsumerRecord",
+    "FutureRecordMetadata",
+    "Producer",
+    "RecordMetadata",
+    "Store",
+    "__version__",
+    "decode_batches",
+    "murmur2",
+]
 __version__: str
 
 @final
@@ -91,6 +103,16 @@ class Store:
         """(offset, timestamp) of the first record with timestamp >= `timestamp`."""
     def offsets(self, topic: str, partition: int) -> tuple[int, int]:
         """(log start offset, log end offset) of a partition."""
+    def wait_for_data(self, partitions: list[tuple[str, int, int]], timeout: float) -> bool:
+        """Waits up to `timeout` seconds until any of `partitions` ((topic, partition,
+        position) triples) has data at or past its position. Returns whether one has."""
+    def read_columns(
+        self, requests: list[tuple[str, int, int]], max_records: int, max_bytes: int = 1048576
+    ) -> tuple[dict[str, Any], list[int | None]]:
+        """Reads records from several partitions into Arrow column buffers. Each
+        request is (topic, partition, offset); reading stops at `max_records` in
+        all or `max_bytes` per partition. Returns the columns (as bytes, see
+        seglog._consumer) and each partition's next offset (None if nothing read)."""
     def truncate_to(self, topic: str, partition: int, offset: int) -> None: ...
     def flush(self) -> None: ...
     def close(self) -> None: ...
@@ -100,3 +122,84 @@ def murmur2(data: bytes) -> int:
 
 def decode_batches(data: bytes, topic: str = "", partition: int = ...) -> list[ConsumerRecord]:
     """Decodes raw RecordBatch v2 bytes into ConsumerRecords (CRC checked)."""
+
+@final
+class ByteBuffer:
+    """An immutable byte buffer owned by Rust and lent to Python through the
+    buffer protocol, so that pyarrow wraps it without a copy."""
+
+    def __len__(self) -> int: ...
+
+@final
+class RecordMetadata:
+    """Where a record landed: Kafka's RecordMetadata."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def timestamp(self) -> int:
+        """The record's timestamp, or the log's append time for LogAppendTime topics."""
+    @property
+    def timestamp_type(self) -> int:
+        """0 = CreateTime, 1 = LogAppendTime."""
+
+@final
+class FutureRecordMetadata:
+    """The pending result of one `send`, like kafka-python's FutureRecordMetadata."""
+
+    def get(self, timeout: float | None = None) -> RecordMetadata:
+        """Waits for delivery and returns the RecordMetadata, or raises the error."""
+    @property
+    def is_done(self) -> bool: ...
+    def succeeded(self) -> bool: ...
+    def failed(self) -> bool: ...
+    @property
+    def exception(self) -> BaseException | None:
+        """The error if delivery failed, else None."""
+    def add_callback(self, f: Callable[..., object], *args: Any) -> Self:
+        """Calls `f(metadata, *args)` on delivery (at once if already delivered), in
+        the producer's sender thread. Returns the future, to chain."""
+    def add_errback(self, f: Callable[..., object], *args: Any) -> Self:
+        """Calls `f(exception, *args)` if delivery fails."""
+
+@disjoint_base
+class Producer:
+    def __new__(
+        cls,
+        store: Store,
+        batch_size: int = 16384,
+        linger_ms: float = 5.0,
+        compression_type: str = "none",
+        acks: str = "1",
+        buffer_memory: int = 33554432,
+        max_block_ms: float = 60000.0,
+    ) -> Self: ...
+    def send(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        headers: Iterable[tuple[str, bytes | None]] | None = None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+    ) -> FutureRecordMetadata:
+        """Queues one record; returns a FutureRecordMetadata."""
+    def send_batch(
+        self,
+        topic: str,
+        values: Any,
+        keys: Any = None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+    ) -> list[tuple[int, int, int]]:
+        """Appends many records as whole batches and waits for them; returns a list
+        of (partition, first_offset, last_offset), one per partition written."""
+    def flush(self, timeout: float | None = None) -> None:
+        """Sends all pending batches and waits for their delivery."""
+    def close(self, timeout: float | None = None) -> None: ...
+    @property
+    def closed(self) -> bool: ...

@@ -50,17 +50,26 @@ class Producer(_native.Producer):
             raise InvalidConfigError(
                 f"unknown Producer config {sorted(unknown)} (known: {', '.join(sorted(_KNOWN))})"
             )
-        owns = not isinstance(store, Store)
-        if owns:
-            if not isinstance(store, (str, os.PathLike)):
-                raise TypeError(f"store must be a seglog.Store or a path, got {type(store).__name__}")
-            store = open_store(store)
         acks = config.pop("acks", 1)
         if acks not in (0, 1, -1, "0", "1", "all", "-1"):
             raise ValueError(f'acks must be 0, 1 or "all"; got {acks!r}')
         compression = config.pop("compression_type", None) or "none"
-        self = super().__new__(cls, store._native, compression_type=compression, acks=str(acks), **config)
-        self._store = store
+        owns = not isinstance(store, Store)
+        if isinstance(store, Store):
+            opened = store
+        elif isinstance(store, (str, os.PathLike)):
+            opened = open_store(store)
+        else:
+            raise TypeError(f"store must be a seglog.Store or a path, got {type(store).__name__}")
+        try:
+            self = super().__new__(
+                cls, opened._native, compression_type=compression, acks=str(acks), **config
+            )
+        except BaseException:
+            if owns:
+                opened.close()
+            raise
+        self._store = opened
         self._owns_store = owns
         return self
 

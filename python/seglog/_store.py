@@ -145,9 +145,10 @@ class Store:
         durable: bool = False,
     ) -> tuple[int, int]:
         """Append records to one partition as RecordBatch v2 batches and return
-        the (first, last) offsets they were given. A missing topic is created with
-        the store's defaults when ``auto.create.topics.enable`` is true (the default). With ``durable=True`` this
+        the (first, last) offsets they were given. With ``durable=True`` this
         returns only once the data is fsynced (concurrent callers share fsyncs).
+        A missing topic is created with the store's defaults when
+        ``auto.create.topics.enable`` is true (the default).
 
         >>> import tempfile, seglog
         >>> with seglog.open(tempfile.mkdtemp()) as store:
