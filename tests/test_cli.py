@@ -546,3 +546,31 @@ def test_read_commands_on_a_missing_store_and_help(tmp_path: Path) -> None:
     assert not os.path.exists(missing), "a failed write command creates nothing"
     help_text = ok("consume", "--help")
     assert "--timeout-ms 0 stops at the end of the log" in help_text and "base64" in help_text
+
+
+def test_consume_as_a_group_resumes_from_committed_offsets(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    with seglog.open(store) as s:
+        s.create_topic("g", partitions=2)
+        s.append("g", 0, [b"a0", b"a1", b"a2"])
+        s.append("g", 1, [b"b0"])
+    args = ["consume", "g", "--store", str(store), "--group", "readers", "--timeout-ms", "0"]
+    first = subprocess.run(
+        [sys.executable, "-m", "seglog", *args, "--from-beginning", "--max-messages", "2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert first.returncode == 0, first.stderr
+    got_first = first.stdout.split()
+    assert len(got_first) == 2
+    rest = subprocess.run([sys.executable, "-m", "seglog", *args], capture_output=True, text=True, timeout=60)
+    assert rest.returncode == 0, rest.stderr
+    # The second run resumes where the group stopped: together, each record exactly once.
+    assert sorted(got_first + rest.stdout.split()) == ["a0", "a1", "a2", "b0"]
+    again = subprocess.run(
+        [sys.executable, "-m", "seglog", *args], capture_output=True, text=True, timeout=60
+    )
+    assert again.stdout == "", "everything was committed"
+    with seglog.open(store) as s:
+        assert "__consumer_offsets" in s.topics()

@@ -517,9 +517,61 @@ def _read_valid_prefix(
         return store.read(topic, partition, offset, 1)
 
 
+def cmd_consume_group(args: argparse.Namespace, fmt: Callable[[ConsumerRecord], bytes]) -> int:
+    """Consume as a member of a consumer group: resume from its committed offsets
+    (else --from-beginning / the log end), commit as records are printed and on exit.
+    Commits are writes, so this needs the store's write lock."""
+    from ._consumer import Consumer
+
+    out = sys.stdout.buffer
+    count = 0
+    store = _open_writer(args)
+    timeout = float("inf") if args.timeout_ms is None else args.timeout_ms
+    try:
+        consumer = Consumer(
+            store,
+            group_id=args.group,
+            auto_offset_reset="earliest" if args.from_beginning or args.offset == "earliest" else "latest",
+            consumer_timeout_ms=timeout,
+            auto_commit_interval_ms=1000,
+        )
+    except SeglogError:
+        store.close()
+        raise
+    try:
+        with consumer:
+            n = _partition_count(store, args.topic)
+            if args.partition is not None:
+                if args.partition >= n:
+                    raise CliError(f'topic "{args.topic}" has no partition {args.partition} (it has {n})')
+                consumer.assign([(args.topic, args.partition)])
+            else:
+                consumer.subscribe([args.topic])
+            if isinstance(args.offset, int) or args.timestamp is not None or args.offset == "latest":
+                for tp, pos in _start_positions(
+                    store, args, [tp.partition for tp in consumer.assignment()]
+                ).items():
+                    consumer.seek((args.topic, tp), pos)
+            try:
+                for record in consumer:
+                    out.write(fmt(record))
+                    count += 1
+                    if args.max_messages is not None and count >= args.max_messages:
+                        break
+            except KeyboardInterrupt:
+                pass
+            out.flush()
+    finally:
+        store.close()
+    print(f"Processed a total of {count} messages", file=sys.stderr)
+    return 0
+
+
 def cmd_consume(args: argparse.Namespace) -> int:
     raw = args.format == "raw"
     fmt = _json_line if args.format == "json" else _text_formatter(args, raw)
+    if args.group is not None:
+        return cmd_consume_group(args, fmt)
     out = sys.stdout.buffer
     count = 0
     with _open_reader(args) as store:
@@ -1365,6 +1417,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--print-headers", action="store_true", help="print the headers as k:v,k:v")
     p.add_argument(
         "--key-separator", default="\t", metavar="SEP", help="separator between printed fields (default TAB)"
+    )
+    p.add_argument(
+        "--group",
+        metavar="GROUP",
+        help="consume as this consumer group: resume from its committed offsets and commit what is "
+        "printed (needs the store's write lock; a group has one member at a time)",
     )
     p.add_argument("--max-bytes", type=_positive, default=1 << 20, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_consume, parser=p)
