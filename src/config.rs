@@ -194,11 +194,31 @@ pub struct StoreConfig {
     pub topic_defaults: LogConfig,
     pub auto_create_topics: bool,
     pub num_partitions: i32,
+    /// How often the background thread applies retention and cleaning.
+    pub retention_check_interval_ms: i64,
+    /// Memory for the cleaner's key map (Kafka's dedupe buffer).
+    pub cleaner_dedupe_buffer_size: usize,
+    pub cleaner_enable: bool,
 }
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        StoreConfig { topic_defaults: LogConfig::default(), auto_create_topics: true, num_partitions: 1 }
+        StoreConfig {
+            topic_defaults: LogConfig::default(),
+            auto_create_topics: true,
+            num_partitions: 1,
+            retention_check_interval_ms: 300_000,
+            cleaner_dedupe_buffer_size: 128 << 20,
+            cleaner_enable: true,
+        }
+    }
+}
+
+fn boolean(key: &str, value: &str) -> Result<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(Error::InvalidConfig(format!("{key}: expected true or false, got {value:?}"))),
     }
 }
 
@@ -207,23 +227,21 @@ impl StoreConfig {
         let mut c = StoreConfig::default();
         for (key, value) in map {
             match key.as_str() {
-                "auto.create.topics.enable" => {
-                    c.auto_create_topics = match value.trim().to_ascii_lowercase().as_str() {
-                        "true" => true,
-                        "false" => false,
-                        _ => {
-                            return Err(Error::InvalidConfig(format!(
-                                "{key}: expected true or false, got {value:?}"
-                            )))
-                        }
-                    }
-                }
+                "auto.create.topics.enable" => c.auto_create_topics = boolean(key, value)?,
                 "num.partitions" => c.num_partitions = int(key, value, 1, 1_000_000)? as i32,
+                "log.retention.check.interval.ms" => {
+                    c.retention_check_interval_ms = int(key, value, 1, i64::MAX)?;
+                }
+                "log.cleaner.dedupe.buffer.size" => {
+                    c.cleaner_dedupe_buffer_size = int(key, value, 1024, i64::MAX)? as usize;
+                }
+                "log.cleaner.enable" => c.cleaner_enable = boolean(key, value)?,
                 _ if TOPIC_KEYS.contains(&key.as_str()) => c.topic_defaults.set(key, value)?,
                 _ => {
                     return Err(Error::InvalidConfig(format!(
-                        "unknown config key {key:?} (store keys: auto.create.topics.enable, num.partitions; \
-                         topic keys: {})",
+                        "unknown config key {key:?} (store keys: auto.create.topics.enable, num.partitions, \
+                         log.retention.check.interval.ms, log.cleaner.dedupe.buffer.size, \
+                         log.cleaner.enable; topic keys: {})",
                         TOPIC_KEYS.join(", ")
                     )))
                 }

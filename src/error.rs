@@ -57,6 +57,8 @@ pub enum Error {
     Timeout(u64, String),
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    #[error("invalid record: {0}")]
+    InvalidRecord(String),
 }
 
 impl Error {

@@ -5,10 +5,12 @@
 //! checkpoints). `bindings` (PyO3, behind the `python` feature) sits on top.
 
 pub mod checkpoint;
+pub mod cleaner;
 pub mod config;
 pub mod error;
 pub mod index;
 pub mod log;
+pub mod maintenance;
 pub mod partitioner;
 pub mod producer;
 pub mod record;

@@ -106,20 +106,20 @@ struct FlushState {
     running: bool,
 }
 
-struct WriterState {
-    unflushed_messages: i64,
-    last_flush: Instant,
+pub(crate) struct WriterState {
+    pub(crate) unflushed_messages: i64,
+    pub(crate) last_flush: Instant,
 }
 
 pub struct PartitionLog {
     pub topic: String,
     pub partition: i32,
-    dir: PathBuf,
-    config: RwLock<Arc<LogConfig>>,
-    segments: RwLock<BTreeMap<i64, Arc<Segment>>>,
-    writer: Mutex<WriterState>,
-    end_offset: AtomicI64,
-    start_offset: AtomicI64,
+    pub(crate) dir: PathBuf,
+    pub(crate) config: RwLock<Arc<LogConfig>>,
+    pub(crate) segments: RwLock<BTreeMap<i64, Arc<Segment>>>,
+    pub(crate) writer: Mutex<WriterState>,
+    pub(crate) end_offset: AtomicI64,
+    pub(crate) start_offset: AtomicI64,
     recovery_point: AtomicI64,
     flush: Mutex<FlushState>,
     flushed: Condvar,
@@ -129,6 +129,10 @@ pub struct PartitionLog {
     /// Serialises a reader's look at what the writer added.
     follow: Mutex<()>,
     signal: RwLock<Option<Arc<AppendSignal>>>,
+    /// Files renamed `.deleted`, removed once their time comes.
+    pub(crate) pending_deletes: Mutex<Vec<(Instant, PathBuf)>>,
+    /// One maintenance task (retention, cleaning) at a time per partition.
+    pub(crate) maintenance: Mutex<()>,
 }
 
 fn list_segments(dir: &Path) -> Result<Vec<i64>> {
@@ -177,6 +181,7 @@ impl PartitionLog {
         clean_shutdown: bool,
     ) -> Result<(Self, LoadReport)> {
         fs::create_dir_all(dir).map_err(Error::at(dir))?;
+        crate::cleaner::recover_swaps(dir)?;
         remove_strays(dir)?;
         let mut report = LoadReport::default();
         let mut bases = list_segments(dir)?;
@@ -261,6 +266,8 @@ impl PartitionLog {
             closed: AtomicBool::new(false),
             follow: Mutex::new(()),
             signal: RwLock::new(None),
+            pending_deletes: Mutex::new(Vec::new()),
+            maintenance: Mutex::new(()),
         };
         let epoch_file = dir.join(LEADER_EPOCH_CHECKPOINT);
         if !epoch_file.exists() {
@@ -289,6 +296,8 @@ impl PartitionLog {
             closed: AtomicBool::new(false),
             follow: Mutex::new(()),
             signal: RwLock::new(None),
+            pending_deletes: Mutex::new(Vec::new()),
+            maintenance: Mutex::new(()),
         };
         log.follow_writer()?;
         Ok(log)
@@ -302,6 +311,17 @@ impl PartitionLog {
     pub fn set_signal(&self, signal: Arc<AppendSignal>) {
         *self.signal.write() = Some(signal);
     }
+    /// Refuses a keyless record for a compacted topic (Kafka's rule).
+    pub fn check_key(&self, key: Option<&[u8]>) -> Result<()> {
+        if key.is_none() && self.config.read().cleanup_policy.compact {
+            return Err(Error::InvalidRecord(format!(
+                "compacted topic {} cannot accept a record without a key",
+                self.topic
+            )));
+        }
+        Ok(())
+    }
+
     pub fn config(&self) -> Arc<LogConfig> {
         self.config.read().clone()
     }
@@ -330,7 +350,7 @@ impl PartitionLog {
         self.segments.read().keys().copied().collect()
     }
 
-    fn check_open(&self) -> Result<()> {
+    pub(crate) fn check_open(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
@@ -376,6 +396,12 @@ impl PartitionLog {
                     let recs = b.records(&payload)?;
                     if recs.is_empty() {
                         return Err(CorruptBatch::BadRecord("batch holds no records".into()).into());
+                    }
+                    if config.cleanup_policy.compact && recs.iter().any(|r| r.key.is_none()) {
+                        return Err(Error::InvalidRecord(format!(
+                            "compacted topic {} cannot accept a record without a key",
+                            self.topic
+                        )));
                     }
                 }
                 bounds.push((pos, b.size(), b.records_count(), b.last_offset_delta()));

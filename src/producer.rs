@@ -307,6 +307,9 @@ impl Producer {
         if size + crate::record::batch::HEADER_LEN > max {
             return Err(Error::RecordTooLarge { size: size + crate::record::batch::HEADER_LEN, max });
         }
+        if key.is_none() {
+            t.partition(0)?.check_key(None)?;
+        }
         let timestamp = timestamp.unwrap_or_else(now_ms);
         let mut acc = self.shared.acc.lock();
         if acc.buffered + size > config.buffer_memory && acc.buffered > 0 {
@@ -481,6 +484,9 @@ impl BatchSink<'_> {
         let Some(slot) = usize::try_from(partition).ok().and_then(|p| self.open.get_mut(p)) else {
             return Err(Error::UnknownPartition { topic: self.name.to_string(), partition, count: n });
         };
+        if rec.key.is_none() {
+            self.topic.partition(partition)?.check_key(None)?;
+        }
         let size = rec.value.map_or(0, <[u8]>::len)
             + rec.key.map_or(0, <[u8]>::len)
             + rec.headers.iter().map(|(k, v)| k.len() + v.map_or(0, <[u8]>::len) + 10).sum::<usize>()

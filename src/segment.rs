@@ -211,6 +211,17 @@ impl Segment {
         Ok(ix.first_batch_timestamp)
     }
 
+    /// The log file's modification time (ms), what retention falls back on for a
+    /// segment without timestamps.
+    pub fn modified_ms(&self) -> i64 {
+        self.log
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_millis() as i64)
+    }
+
     /// The largest timestamp in the segment as far as the time index knows.
     pub fn max_timestamp(&self) -> i64 {
         self.indexes.lock().max_timestamp_so_far

@@ -8,9 +8,11 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use base64::Engine;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Condvar, Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::{self, CLEANER_OFFSET, LOG_START_OFFSET, RECOVERY_POINT};
@@ -109,6 +111,26 @@ pub struct Store {
     load_report: LoadReport,
     clean_open: bool,
     signal: Arc<AppendSignal>,
+    /// Per partition, the first offset the cleaner has not cleaned.
+    cleaner_offsets: Mutex<BTreeMap<(String, i32), i64>>,
+    maintenance: Mutex<Option<MaintenanceThread>>,
+}
+
+struct MaintenanceThread {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    handle: JoinHandle<()>,
+}
+
+/// What a maintenance run did, over all partitions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MaintenanceReport {
+    pub deleted_segments: usize,
+    pub deleted_bytes: u64,
+    pub cleaned_partitions: usize,
+    pub cleaned_bytes_in: u64,
+    pub cleaned_bytes_out: u64,
+    pub records_removed: u64,
+    pub files_removed: usize,
 }
 
 fn partition_dir(root: &Path, topic: &str, p: i32) -> PathBuf {
@@ -147,6 +169,8 @@ impl Store {
             load_report: LoadReport::default(),
             clean_open: clean,
             signal: Arc::new(AppendSignal::default()),
+            cleaner_offsets: Mutex::new(BTreeMap::new()),
+            maintenance: Mutex::new(None),
         };
         store.load_report = store.load_topics()?;
         if !read_only {
@@ -156,9 +180,99 @@ impl Store {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(Error::at(path.join(CLEAN_SHUTDOWN_FILE))(e)),
             }
+            *store.cleaner_offsets.lock() = checkpoint::read_offsets(&path.join(CLEANER_OFFSET))?;
             store.write_checkpoints()?;
         }
-        Ok(Arc::new(store))
+        let store = Arc::new(store);
+        if !read_only {
+            store.start_maintenance()?;
+        }
+        Ok(store)
+    }
+
+    /// A thread that runs `run_maintenance` every `log.retention.check.interval.ms`
+    /// and flushes `flush.ms` topics when due. It holds the store weakly and
+    /// stops with it.
+    fn start_maintenance(self: &Arc<Self>) -> Result<()> {
+        let weak = Arc::downgrade(self);
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let stop2 = stop.clone();
+        let interval = Duration::from_millis(self.config.retention_check_interval_ms as u64);
+        let tick = interval.min(Duration::from_millis(250));
+        let handle = std::thread::Builder::new()
+            .name("seglog-maintenance".into())
+            .spawn(move || {
+                let mut last = Instant::now();
+                loop {
+                    {
+                        let (lock, cv) = &*stop2;
+                        let mut stopped = lock.lock();
+                        if !*stopped {
+                            cv.wait_for(&mut stopped, tick);
+                        }
+                        if *stopped {
+                            return;
+                        }
+                    }
+                    let Some(store) = weak.upgrade() else { return };
+                    for p in store.all_partitions() {
+                        let _ = p.flush_if_due();
+                    }
+                    if last.elapsed() >= interval {
+                        last = Instant::now();
+                        // Failures stay for the next run; an explicit run_maintenance reports them.
+                        let _ = store.run_maintenance(false, None);
+                    }
+                }
+            })
+            .map_err(Error::Io)?;
+        *self.maintenance.lock() = Some(MaintenanceThread { stop, handle });
+        Ok(())
+    }
+
+    fn stop_maintenance(&self) {
+        let Some(t) = self.maintenance.lock().take() else { return };
+        *t.stop.0.lock() = true;
+        t.stop.1.notify_all();
+        // The thread may be the one dropping the store: it must not join itself.
+        if t.handle.thread().id() != std::thread::current().id() {
+            let _ = t.handle.join();
+        }
+    }
+
+    /// Applies retention and (if `log.cleaner.enable`) compaction to every
+    /// partition (or only `topic`'s), removes `.deleted` files whose delay has
+    /// passed, and writes the checkpoints. `force_clean` cleans regardless of
+    /// `min.cleanable.dirty.ratio`.
+    pub fn run_maintenance(&self, force_clean: bool, topic: Option<&str>) -> Result<MaintenanceReport> {
+        self.check_writable("run_maintenance")?;
+        let now = crate::log::now_ms();
+        let mut report = MaintenanceReport::default();
+        let partitions: Vec<Arc<PartitionLog>> = match topic {
+            Some(t) => self.topic(t)?.partitions.clone(),
+            None => self.all_partitions(),
+        };
+        for p in &partitions {
+            let r = p.apply_retention(now)?;
+            report.deleted_segments += r.deleted_segments;
+            report.deleted_bytes += r.deleted_bytes;
+            if self.config.cleaner_enable || force_clean {
+                let key = (p.topic.clone(), p.partition);
+                let first_dirty = self.cleaner_offsets.lock().get(&key).copied().unwrap_or(0);
+                if let Some(c) =
+                    p.clean(first_dirty, now, self.config.cleaner_dedupe_buffer_size, force_clean)?
+                {
+                    report.cleaned_partitions += 1;
+                    report.cleaned_bytes_in += c.bytes_in;
+                    report.cleaned_bytes_out += c.bytes_out;
+                    report.records_removed += c.records_in - c.records_out;
+                    self.cleaner_offsets.lock().insert(key, c.cleaned_to);
+                }
+            }
+            report.files_removed += p.remove_deleted_files(false)?;
+        }
+        self.write_checkpoints()?;
+        Ok(report)
     }
 
     fn take_lock(path: &Path) -> Result<File> {
@@ -500,10 +614,14 @@ impl Store {
         }
         checkpoint::write_offsets(&self.path.join(RECOVERY_POINT), &rp)?;
         checkpoint::write_offsets(&self.path.join(LOG_START_OFFSET), &starts)?;
-        let cleaner = self.path.join(CLEANER_OFFSET);
-        if !cleaner.exists() {
-            checkpoint::write_offsets(&cleaner, &BTreeMap::new())?;
-        }
+        let live: BTreeMap<(String, i32), i64> = self
+            .cleaner_offsets
+            .lock()
+            .iter()
+            .filter(|(k, _)| rp.contains_key(*k))
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        checkpoint::write_offsets(&self.path.join(CLEANER_OFFSET), &live)?;
         Ok(())
     }
 
@@ -522,6 +640,7 @@ impl Store {
     /// Flushes and seals every partition, writes the checkpoints and the clean
     /// shutdown marker, and releases the lock. Idempotent.
     pub fn close(&self) -> Result<()> {
+        self.stop_maintenance();
         let _admin = self.admin.lock();
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
@@ -534,7 +653,7 @@ impl Store {
         }
         let mut first_err = None;
         for p in self.all_partitions() {
-            if let Err(e) = p.close() {
+            if let Err(e) = p.close().and_then(|_| p.remove_deleted_files(true).map(|_| ())) {
                 first_err.get_or_insert(e);
             }
         }

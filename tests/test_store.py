@@ -54,7 +54,9 @@ def test_describe_topics_delete(store: seglog.Store, store_path: Path) -> None:
     assert d.config["retention.ms"] == "604800000", "Kafka's default"
     assert d.overrides == {"segment.bytes": str(1 << 20), "cleanup.policy": "compact"}
     assert len(d.topic_id) == 22
-    store.append("b", 2, [b"v" * 100] * 10)
+    with pytest.raises(seglog.InvalidRecordError, match="without a key"):
+        store.append("b", 2, [b"v" * 100])  # a compacted topic takes keyed records only
+    store.append("b", 2, [(b"k", b"v" * 100)] * 10)
     p2 = store.describe("b").partitions[2]
     assert (p2.log_start_offset, p2.log_end_offset, p2.segment_count) == (0, 10, 1)
     assert p2.size_bytes > 1000

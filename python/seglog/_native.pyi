@@ -92,6 +92,12 @@ class Store:
     def read(self, topic: str, partition: int, offset: int, max_bytes: int = 1048576) -> list[ConsumerRecord]:
         """Records at or after `offset`, from whole batches of at most `max_bytes`
         (always at least one batch)."""
+    def read_next(
+        self, topic: str, partition: int, offset: int, max_bytes: int = 1048576
+    ) -> tuple[list[ConsumerRecord], int]:
+        """As `read`, plus the offset after the last batch read (which may hold no
+        records: a compacted log can end a segment with an empty batch), so that
+        a consumer can move past it. At the log end: ([], offset)."""
     def read_raw(self, topic: str, partition: int, offset: int, max_bytes: int = 1048576) -> bytes:
         """The raw batches `read` would decode, as bytes."""
     def file_range(
@@ -114,6 +120,11 @@ class Store:
         all or `max_bytes` per partition. Returns the columns (as bytes, see
         seglog._consumer) and each partition's next offset (None if nothing read)."""
     def truncate_to(self, topic: str, partition: int, offset: int) -> None: ...
+    def run_maintenance(self, topic: str | None = None, force_clean: bool = False) -> dict[str, int]:
+        """Retention, compaction and removal of `.deleted` files now (for every
+        topic, or one). Returns what was done, as a dict."""
+    def delete_records(self, topic: str, partition: int, before_offset: int) -> None:
+        """Moves a partition's log start offset forward (Kafka's DeleteRecords)."""
     def flush(self) -> None: ...
     def close(self) -> None: ...
 

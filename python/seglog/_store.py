@@ -197,6 +197,24 @@ class Store:
         """Remove the records at ``offset`` and after (to a batch boundary)."""
         self._native.truncate_to(topic, partition, offset)
 
+    def run_maintenance(self, topic: str | None = None) -> dict[str, int]:
+        """Run the log maintenance the background thread runs every
+        ``log.retention.check.interval.ms``, now: retention (``retention.ms``,
+        ``retention.bytes``) and compaction (topics with ``cleanup.policy`` compact,
+        when ``min.cleanable.dirty.ratio`` is reached), then removal of ``.deleted``
+        files past ``file.delete.delay.ms``. Returns counts of what was done."""
+        return self._native.run_maintenance(topic, False)
+
+    def clean_topic(self, topic: str) -> dict[str, int]:
+        """Compact ``topic`` now, whatever its dirty ratio (and apply its retention)."""
+        return self._native.run_maintenance(topic, True)
+
+    def delete_records(self, topic: str, partition: int, before_offset: int) -> None:
+        """Move the log start offset to ``before_offset`` (Kafka's DeleteRecords):
+        records before it are no longer served; whole segments go at the next
+        maintenance run."""
+        self._native.delete_records(topic, partition, before_offset)
+
     def flush(self) -> None:
         """fsync every partition (logs and indexes) and write the checkpoints."""
         self._native.flush()

@@ -222,6 +222,20 @@ def cmd_topics_delete(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_clean(args: argparse.Namespace) -> int:
+    """Compact a topic now (whatever its dirty ratio) and apply its retention."""
+    with _open_writer(args) as store:
+        _partition_count(store, args.topic)
+        r = store.clean_topic(args.topic)
+    ratio = r["cleaned_bytes_out"] / r["cleaned_bytes_in"] if r["cleaned_bytes_in"] else 1.0
+    print(
+        f"Cleaned {r['cleaned_partitions']} partition(s) of {args.topic}: "
+        f"{r['cleaned_bytes_in']:,} bytes -> {r['cleaned_bytes_out']:,} ({ratio:.0%}), "
+        f"{r['records_removed']:,} records removed; retention deleted {r['deleted_segments']} segment(s)."
+    )
+    return 0
+
+
 def cmd_topics_alter_config(args: argparse.Namespace) -> int:
     added = dict(pair for group in args.add_config or [] for pair in group)
     deleted = [name for group in args.delete_config or [] for name in group]
@@ -1436,6 +1450,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("files", nargs="+", metavar="SEGMENT_FILE")
     p.add_argument("--print-data", "--print-data-log", action="store_true", help="also print every record")
     p.set_defaults(func=cmd_dump_log, parser=p)
+
+    p = commands.add_parser(
+        "clean",
+        parents=[store_opt],
+        help="compact a topic now (cleanup.policy=compact), whatever its dirty ratio",
+    )
+    p.add_argument("topic", metavar="TOPIC")
+    p.set_defaults(func=cmd_clean, parser=p)
 
     p = commands.add_parser(
         "verify",

@@ -24,6 +24,7 @@ __all__ = [
     "ClientClosedError",
     "SeglogTimeoutError",
     "NoOffsetForPartitionError",
+    "InvalidRecordError",
 ]
 
 
@@ -81,3 +82,7 @@ class SeglogTimeoutError(SeglogError, TimeoutError):
 
 class NoOffsetForPartitionError(SeglogError):
     """``auto_offset_reset="none"`` and the group has no committed offset for a partition."""
+
+
+class InvalidRecordError(SeglogError, ValueError):
+    """A record the topic cannot take, e.g. one without a key on a compacted topic."""

@@ -19,6 +19,7 @@ pyo3::import_exception!(seglog.errors, StoreLockedError);
 pyo3::import_exception!(seglog.errors, ReadOnlyStoreError);
 pyo3::import_exception!(seglog.errors, StoreClosedError);
 pyo3::import_exception!(seglog.errors, ClientClosedError);
+pyo3::import_exception!(seglog.errors, InvalidRecordError);
 pyo3::import_exception!(seglog.errors, SeglogTimeoutError);
 
 impl From<Error> for PyErr {
@@ -52,6 +53,7 @@ impl From<Error> for PyErr {
             Error::ClientClosed(_) => ClientClosedError::new_err(msg),
             Error::Timeout(..) => SeglogTimeoutError::new_err(msg),
             Error::InvalidArgument(_) => PyValueError::new_err(msg),
+            Error::InvalidRecord(_) => InvalidRecordError::new_err(msg),
         }
     }
 }

@@ -151,6 +151,13 @@ pub struct DecodedBatch {
     control: bool,
 }
 
+impl DecodedBatch {
+    /// The offset after this batch's last one.
+    pub fn next_offset(&self) -> i64 {
+        self.base_offset + i64::from(self.last_offset_delta) + 1
+    }
+}
+
 /// Splits raw batches and decompresses them (no Python objects: runs detached).
 pub fn decode(bytes: &[u8], verify_crc: bool) -> Result<Vec<DecodedBatch>, Error> {
     let mut out = Vec::new();

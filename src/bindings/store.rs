@@ -219,6 +219,9 @@ impl Store {
         let info = py.detach(|| {
             let t = if create { core.topic_or_create(topic)? } else { core.topic(topic)? };
             let log = t.partition(partition)?.clone();
+            for r in &items {
+                log.check_key(r.key.as_deref())?;
+            }
             let config = log.config();
             let now = now_ms();
             let headers: Vec<Vec<HeaderRef<'_>>> = items
@@ -288,6 +291,29 @@ impl Store {
             decode(&bytes, true)
         })?;
         to_records(py, topic, partition, &batches, offset)
+    }
+
+    /// As `read`, plus the offset after the last batch read (which may hold no
+    /// records: a compacted log can end a segment with an empty batch), so that
+    /// a consumer can move past it. At the log end: ([], offset).
+    #[pyo3(signature = (topic, partition, offset, max_bytes = 1048576))]
+    fn read_next<'py>(
+        &self,
+        py: Python<'py>,
+        topic: &Bound<'py, PyString>,
+        partition: i32,
+        offset: i64,
+        max_bytes: u64,
+    ) -> PyResult<(Bound<'py, PyList>, i64)> {
+        let name = topic.to_str()?;
+        let core = self.core()?;
+        let batches = py.detach(|| {
+            let log = core.partition(name, partition)?;
+            let bytes = log.read(offset, max_bytes)?.bytes()?;
+            decode(&bytes, true)
+        })?;
+        let next = batches.last().map_or(offset, |b| b.next_offset().max(offset));
+        Ok((to_records(py, topic, partition, &batches, offset)?, next))
     }
 
     /// The raw batches `read` would decode, as bytes.
@@ -467,6 +493,43 @@ impl Store {
     fn truncate_to(&self, py: Python<'_>, topic: &str, partition: i32, offset: i64) -> PyResult<()> {
         let core = self.core()?;
         Ok(py.detach(|| core.partition(topic, partition)?.truncate_to(offset))?)
+    }
+
+    /// Retention, compaction and removal of `.deleted` files now (for every
+    /// topic, or one). Returns what was done, as a dict.
+    #[pyo3(signature = (topic = None, force_clean = false))]
+    fn run_maintenance<'py>(
+        &self,
+        py: Python<'py>,
+        topic: Option<&str>,
+        force_clean: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let core = self.core()?;
+        let r = py.detach(|| core.run_maintenance(force_clean, topic))?;
+        let d = PyDict::new(py);
+        d.set_item("deleted_segments", r.deleted_segments)?;
+        d.set_item("deleted_bytes", r.deleted_bytes)?;
+        d.set_item("cleaned_partitions", r.cleaned_partitions)?;
+        d.set_item("cleaned_bytes_in", r.cleaned_bytes_in)?;
+        d.set_item("cleaned_bytes_out", r.cleaned_bytes_out)?;
+        d.set_item("records_removed", r.records_removed)?;
+        d.set_item("files_removed", r.files_removed)?;
+        Ok(d)
+    }
+
+    /// Moves a partition's log start offset forward (Kafka's DeleteRecords).
+    fn delete_records(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        partition: i32,
+        before_offset: i64,
+    ) -> PyResult<()> {
+        let core = self.core()?;
+        if core.is_read_only() {
+            return Err(crate::error::Error::ReadOnly("delete_records").into());
+        }
+        Ok(py.detach(|| core.partition(topic, partition)?.delete_records_before(before_offset))?)
     }
 
     fn flush(&self, py: Python<'_>) -> PyResult<()> {

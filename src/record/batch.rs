@@ -380,6 +380,18 @@ pub struct BatchBuilder {
     base_timestamp: i64,
     max_timestamp: i64,
     count: i32,
+    /// Set when rewriting a batch (the cleaner): offsets, times and epoch kept.
+    rewrite: Option<Rewrite>,
+}
+
+/// What a rewritten batch keeps of the original (Kafka's cleaner keeps the base
+/// offset and last offset delta, so offsets and the log end never move).
+#[derive(Clone, Copy)]
+struct Rewrite {
+    last_offset_delta: i32,
+    max_timestamp: i64,
+    leader_epoch: i32,
+    delete_horizon: Option<i64>,
 }
 
 impl BatchBuilder {
@@ -399,7 +411,42 @@ impl BatchBuilder {
             base_timestamp: NO_TIMESTAMP,
             max_timestamp: NO_TIMESTAMP,
             count: 0,
+            rewrite: None,
         }
+    }
+
+    /// A builder for a filtered copy of `original` (same codec, base offset, last
+    /// offset delta, producer fields, timestamp type, leader epoch and max
+    /// timestamp); add the kept records with `append_at`. With `delete_horizon`,
+    /// the batch carries Kafka's delete-horizon attribute and time in its base
+    /// timestamp (record timestamps stay as they were).
+    pub fn rewrite_of(original: &RecordBatch<'_>, delete_horizon: Option<i64>) -> Result<Self, CorruptBatch> {
+        let horizon = delete_horizon.or(original.has_delete_horizon().then(|| original.base_timestamp()));
+        let mut b = BatchBuilder::with_capacity(original.compression()?, original.size())
+            .base_offset(original.base_offset())
+            .timestamp_type(original.timestamp_type())
+            .producer(ProducerInfo {
+                producer_id: original.producer_id(),
+                producer_epoch: original.producer_epoch(),
+                base_sequence: original.base_sequence(),
+                transactional: original.is_transactional(),
+                control: original.is_control(),
+            });
+        b.rewrite = Some(Rewrite {
+            last_offset_delta: original.last_offset_delta(),
+            max_timestamp: original.max_timestamp(),
+            leader_epoch: original.partition_leader_epoch(),
+            delete_horizon: horizon,
+        });
+        if let Some(h) = horizon {
+            b.base_timestamp = h;
+        }
+        Ok(b)
+    }
+
+    /// Appends a record (from `rewrite_of`'s original) at its original offset delta.
+    pub fn append_at(&mut self, offset_delta: i32, rec: &NewRecord<'_>) {
+        self.append_inner(i64::from(offset_delta), rec);
     }
 
     pub fn base_offset(mut self, offset: i64) -> Self {
@@ -428,12 +475,16 @@ impl BatchBuilder {
 
     /// Appends a record with the next offset delta.
     pub fn append(&mut self, rec: &NewRecord<'_>) {
-        if self.count == 0 {
+        self.append_inner(i64::from(self.count), rec);
+    }
+
+    fn append_inner(&mut self, offset_delta: i64, rec: &NewRecord<'_>) {
+        let horizon = self.rewrite.and_then(|r| r.delete_horizon);
+        if self.count == 0 && horizon.is_none() {
             self.base_timestamp = rec.timestamp;
         }
         self.max_timestamp = self.max_timestamp.max(rec.timestamp);
         let ts_delta = rec.timestamp.wrapping_sub(self.base_timestamp);
-        let offset_delta = i64::from(self.count);
         let headers_size: usize =
             rec.headers.iter().map(|(k, v)| size_of_bytes(Some(k)) + size_of_bytes(*v)).sum();
         let body = 1
@@ -475,14 +526,25 @@ impl BatchBuilder {
         if self.producer.control {
             attrs |= CONTROL_BIT;
         }
+        let mut leader_epoch = NO_PARTITION_LEADER_EPOCH;
+        let mut last_delta = (self.count - 1).max(0);
+        if let Some(r) = self.rewrite {
+            leader_epoch = r.leader_epoch;
+            last_delta = r.last_offset_delta;
+            self.max_timestamp = r.max_timestamp;
+            if r.delete_horizon.is_some() {
+                attrs |= DELETE_HORIZON_BIT;
+            } else if self.count == 0 {
+                self.base_timestamp = NO_TIMESTAMP;
+            }
+        }
         let b = &mut self.buf;
         let length = (b.len() - LOG_OVERHEAD) as i32;
         b[BASE_OFFSET..BASE_OFFSET + 8].copy_from_slice(&self.base_offset.to_be_bytes());
         b[LENGTH..LENGTH + 4].copy_from_slice(&length.to_be_bytes());
-        b[LEADER_EPOCH..LEADER_EPOCH + 4].copy_from_slice(&NO_PARTITION_LEADER_EPOCH.to_be_bytes());
+        b[LEADER_EPOCH..LEADER_EPOCH + 4].copy_from_slice(&leader_epoch.to_be_bytes());
         b[MAGIC_AT] = MAGIC as u8;
         b[ATTRIBUTES..ATTRIBUTES + 2].copy_from_slice(&attrs.to_be_bytes());
-        let last_delta = (self.count - 1).max(0);
         b[LAST_OFFSET_DELTA..LAST_OFFSET_DELTA + 4].copy_from_slice(&last_delta.to_be_bytes());
         b[BASE_TIMESTAMP..BASE_TIMESTAMP + 8].copy_from_slice(&self.base_timestamp.to_be_bytes());
         b[MAX_TIMESTAMP..MAX_TIMESTAMP + 8].copy_from_slice(&self.max_timestamp.to_be_bytes());
@@ -698,6 +760,38 @@ mod tests {
         assert_eq!(b.timestamp_type(), TimestampType::LogAppendTime);
         assert_eq!(b.max_timestamp(), 42);
         assert_eq!(b.compression().unwrap(), Compression::Lz4);
+    }
+
+    #[test]
+    fn rewrite_keeps_offsets_times_and_sets_delete_horizon() {
+        let bytes = build(Compression::Zstd, 10);
+        let orig = RecordBatch::parse(&bytes).unwrap();
+        let payload = orig.records_payload().unwrap();
+        let recs = orig.records(&payload).unwrap();
+        let mut b = BatchBuilder::rewrite_of(&orig, Some(5_000)).unwrap();
+        for r in recs.iter().filter(|r| r.offset_delta % 3 == 1) {
+            let ts = orig.base_timestamp() + r.timestamp_delta;
+            b.append_at(
+                r.offset_delta,
+                &NewRecord { timestamp: ts, key: r.key, value: r.value, headers: &r.headers },
+            );
+        }
+        let out = b.build();
+        let c = RecordBatch::parse(&out).unwrap();
+        assert_eq!((c.base_offset(), c.last_offset()), (orig.base_offset(), orig.last_offset()));
+        assert!(c.has_delete_horizon());
+        assert_eq!(c.base_timestamp(), 5_000);
+        assert_eq!(c.max_timestamp(), orig.max_timestamp());
+        assert_eq!(c.compression().unwrap(), Compression::Zstd);
+        let p2 = c.records_payload().unwrap();
+        let kept = c.records(&p2).unwrap();
+        assert_eq!(kept.iter().map(|r| r.offset_delta).collect::<Vec<_>>(), vec![1, 4, 7]);
+        // Record timestamps survive the new base.
+        assert_eq!(c.base_timestamp() + kept[1].timestamp_delta, 1_700_000_000_004);
+        // An empty rewrite keeps the offsets: the log end does not move.
+        let empty = BatchBuilder::rewrite_of(&orig, None).unwrap().build();
+        let e = RecordBatch::parse(&empty).unwrap();
+        assert_eq!((e.records_count(), e.last_offset()), (0, orig.last_offset()));
     }
 
     #[test]
