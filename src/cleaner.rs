@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -42,6 +43,8 @@ pub struct CleanResult {
     pub records_out: u64,
     pub segments_in: usize,
     pub segments_out: usize,
+    /// The earliest delete horizon of the tombstones kept (i64::MAX: none).
+    pub min_horizon: i64,
 }
 
 fn key_hash(key: &[u8]) -> u128 {
@@ -123,10 +126,14 @@ impl PartitionLog {
         let segs: Vec<Arc<Segment>> = self.segments.read().values().cloned().collect();
         let Some((active, inactive)) = segs.split_last() else { return Ok(None) };
         let first_dirty = first_dirty.max(self.log_start_offset());
-        if inactive.is_empty() || first_dirty >= active.base_offset {
+        // Tombstones whose delete horizon has passed make a log cleanable even
+        // when nothing is dirty (Kafka, KIP-534).
+        let horizon_due = self.tombstone_horizon.load(Ordering::Acquire) <= now_ms;
+        let nothing_dirty = first_dirty >= active.base_offset;
+        if inactive.is_empty() || (nothing_dirty && !horizon_due) {
             return Ok(None);
         }
-        if !force && dirty_ratio(self, first_dirty) < config.min_cleanable_dirty_ratio {
+        if !force && !horizon_due && dirty_ratio(self, first_dirty) < config.min_cleanable_dirty_ratio {
             return Ok(None);
         }
 
@@ -137,7 +144,7 @@ impl PartitionLog {
         let mut map_end = first_dirty;
         let ends: Vec<i64> = segs.iter().skip(1).map(|s| s.base_offset).collect();
         for (seg, &seg_end) in inactive.iter().zip(&ends) {
-            if seg_end <= first_dirty {
+            if seg_end <= first_dirty || nothing_dirty {
                 continue;
             }
             let data = seg.read_bytes(0, seg.size() as usize)?;
@@ -164,7 +171,9 @@ impl PartitionLog {
                 break;
             }
         }
-        if map_end <= first_dirty {
+        if nothing_dirty {
+            map_end = active.base_offset.min(first_dirty);
+        } else if map_end <= first_dirty {
             return Err(Error::InvalidConfig(format!(
                 "log.cleaner.dedupe.buffer.size ({buffer_bytes} bytes) cannot hold the keys of one segment \
                  of {}-{}",
@@ -175,11 +184,12 @@ impl PartitionLog {
         // 2. Rewrite every inactive segment below `map_end`, in groups.
         let cleanable: Vec<Arc<Segment>> =
             inactive.iter().zip(&ends).filter(|(_, &end)| end <= map_end).map(|(s, _)| s.clone()).collect();
-        let mut result = CleanResult { cleaned_to: map_end, ..CleanResult::default() };
+        let mut result = CleanResult { cleaned_to: map_end, min_horizon: i64::MAX, ..CleanResult::default() };
         let horizon = now_ms.saturating_add(config.delete_retention_ms);
         for group in group_by_size(&cleanable, config.segment_bytes) {
             self.clean_group(&group, &map, now_ms, horizon, &mut result)?;
         }
+        self.tombstone_horizon.store(result.min_horizon, Ordering::Release);
         Ok(Some(result))
     }
 
@@ -302,6 +312,9 @@ fn filter_batch(
     }
     result.records_out += keep.len() as u64;
     let new_horizon = if tombstones { existing_horizon.or(Some(horizon)) } else { existing_horizon };
+    if tombstones {
+        result.min_horizon = result.min_horizon.min(new_horizon.unwrap_or(horizon));
+    }
     if keep.len() == records.len() && new_horizon == existing_horizon {
         return Ok(Some(b.as_bytes().to_vec()));
     }

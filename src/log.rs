@@ -133,6 +133,9 @@ pub struct PartitionLog {
     pub(crate) pending_deletes: Mutex<Vec<(Instant, PathBuf)>>,
     /// One maintenance task (retention, cleaning) at a time per partition.
     pub(crate) maintenance: Mutex<()>,
+    /// The earliest delete horizon the cleaner wrote (i64::MAX: none known): once
+    /// it passes, the log is cleanable again even with nothing dirty.
+    pub(crate) tombstone_horizon: AtomicI64,
 }
 
 fn list_segments(dir: &Path) -> Result<Vec<i64>> {
@@ -268,6 +271,7 @@ impl PartitionLog {
             signal: RwLock::new(None),
             pending_deletes: Mutex::new(Vec::new()),
             maintenance: Mutex::new(()),
+            tombstone_horizon: AtomicI64::new(i64::MAX),
         };
         let epoch_file = dir.join(LEADER_EPOCH_CHECKPOINT);
         if !epoch_file.exists() {
@@ -298,6 +302,7 @@ impl PartitionLog {
             signal: RwLock::new(None),
             pending_deletes: Mutex::new(Vec::new()),
             maintenance: Mutex::new(()),
+            tombstone_horizon: AtomicI64::new(i64::MAX),
         };
         log.follow_writer()?;
         Ok(log)

@@ -119,3 +119,83 @@ def test_kill_9_loses_nothing_acknowledged(tmp_path: Path) -> None:
                         assert by_offset[off].key == str(g).encode()
     assert len(acked) > 1000, "the writers made progress"
     assert recovered_rounds == 24, "every reopen ran recovery"
+
+
+CLEANER = textwrap.dedent(
+    """
+    import sys, seglog
+    path, first = sys.argv[1], int(sys.argv[2])
+    store = seglog.open(path)
+    if "c" not in store.topics():
+        store.create_topic("c", config={"cleanup.policy": "compact", "segment.bytes": 16 * 1024,
+                                        "min.cleanable.dirty.ratio": 0.01, "file.delete.delay.ms": 0})
+    print("ready", flush=True)
+    seq = first
+    while True:
+        recs = [(b"key-%d" % (s % 300), b"%d:" % s + b"v" * 150) for s in range(seq, seq + 500)]
+        store.append("c", 0, recs, durable=True)
+        print("ack", seq, seq + 499, flush=True)
+        seq += 500
+        store.clean_topic("c")
+    """
+)
+
+
+@pytest.mark.crash
+def test_kill_9_during_compaction_keeps_the_latest_value_per_key(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    rng = random.Random(4242)
+    latest_acked: dict[bytes, int] = {}  # key -> sequence number of its latest acknowledged value
+    next_seq = 0
+    interrupted = 0  # rounds whose kill left a cleaning's temporary files
+    for round_no in range(22):
+        child = subprocess.Popen(
+            [sys.executable, "-c", CLEANER, str(path), str(next_seq)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        lines: list[str] = []
+        reader = threading.Thread(target=lines.extend, args=(child.stdout,))
+        reader.start()
+        deadline = time.monotonic() + 30
+        while "ready\n" not in lines and time.monotonic() < deadline and child.poll() is None:
+            time.sleep(0.005)
+        assert "ready\n" in lines, child.stderr.read() if child.stderr else ""
+        time.sleep(rng.uniform(0.05, 0.6))
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        reader.join()
+        assert child.stdout is not None and child.stderr is not None
+        child.stdout.close()
+        child.stderr.close()
+        for line in lines:
+            if line.startswith("ack ") and line.endswith("\n"):
+                _, first, last = line.split()
+                for s in range(int(first), int(last) + 1):
+                    latest_acked[b"key-%d" % (s % 300)] = s
+                next_seq = max(next_seq, int(last) + 1)
+        next_seq += 1000  # unacknowledged sequence numbers are never reused
+        interrupted += any(p.suffix in (".cleaned", ".swap", ".deleted") for p in path.rglob("*"))
+
+        with seglog.open(path) as store:
+            tmp = [p.name for p in path.rglob("*") if p.suffix in (".cleaned", ".swap", ".deleted")]
+            assert tmp == [], f"round {round_no}: temporary files left after recovery: {tmp}"
+            offset, end = store.offsets("c", 0)
+            latest: dict[bytes, int] = {}
+            seen: list[int] = []
+            while offset < end:
+                records, offset = store._native.read_next("c", 0, offset, 1 << 20)
+                for r in records:
+                    seq = int(r.value.split(b":")[0])
+                    assert r.key == b"key-%d" % (seq % 300), "record intact"
+                    latest[r.key] = seq
+                    seen.append(r.offset)
+            assert seen == sorted(set(seen)), "offsets in order, none twice"
+            for key, seq in latest_acked.items():
+                # The acknowledged latest value, or a later one that was written
+                # but not yet acknowledged when the process died.
+                assert latest.get(key, -1) >= seq, f"round {round_no}: {key!r} lost its latest value"
+    assert len(latest_acked) == 300
+    assert interrupted > 0, "no kill landed inside a cleaning: the test did not test it"
+    print(f"{interrupted} of 22 kills interrupted a cleaning")

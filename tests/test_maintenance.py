@@ -1,0 +1,203 @@
+"""Log maintenance: retention (delete) and compaction (compact), through the public API."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import seglog
+
+
+def read_all(store: seglog.Store, topic: str, partition: int = 0) -> list[seglog.ConsumerRecord]:
+    out: list[seglog.ConsumerRecord] = []
+    offset, end = store.offsets(topic, partition)
+    while offset < end:
+        records, nxt = store._native.read_next(topic, partition, offset, 1 << 20)
+        out.extend(records)
+        offset = nxt
+    return out
+
+
+def leftovers(path: Path) -> list[str]:
+    return [p.name for p in path.rglob("*") if p.suffix in (".cleaned", ".swap", ".deleted")]
+
+
+def test_retention_by_time(store: seglog.Store, store_path: Path) -> None:
+    store.create_topic("t", config={"segment.bytes": 1024, "retention.ms": 60_000, "file.delete.delay.ms": 0})
+    now = int(time.time() * 1000)
+    old = [(None, b"o" * 100, None, now - 3_600_000) for _ in range(40)]
+    new = [(None, b"n" * 100, None, now) for _ in range(40)]
+    for r in old + new:
+        store.append("t", 0, [r])
+    before = store.describe("t").partitions[0]
+    report = store.run_maintenance()
+    after = store.describe("t").partitions[0]
+    assert report["deleted_segments"] > 0 and after.segment_count < before.segment_count
+    assert 0 < after.log_start_offset <= 40, "only the hour-old records went"
+    assert all(r.value == b"n" * 100 for r in read_all(store, "t")[40 - after.log_start_offset :])
+    with pytest.raises(seglog.OffsetOutOfRangeError):
+        store.read("t", 0, 0)
+    assert leftovers(store_path) == [], "file.delete.delay.ms = 0: removed at once"
+    ckpt = (store_path / "log-start-offset-checkpoint").read_text()
+    assert f"t 0 {after.log_start_offset}\n" in ckpt
+
+
+def test_retention_by_size_keeps_newest_and_delays_file_removal(
+    store: seglog.Store, store_path: Path
+) -> None:
+    store.create_topic("t", config={"segment.bytes": 1024, "retention.bytes": 4096})
+    for i in range(100):
+        store.append("t", 0, [str(i).encode() * 20])
+    store.run_maintenance()
+    d = store.describe("t").partitions[0]
+    assert d.size_bytes <= 4096 + 1024
+    assert d.log_end_offset == 100 and d.log_start_offset > 50
+    assert [int(r.value[: len(str(r.offset))]) for r in read_all(store, "t")][-1] == 99
+    # file.delete.delay.ms (60 s by default): renamed, not yet removed.
+    assert leftovers(store_path) and all(n.endswith(".deleted") for n in leftovers(store_path))
+
+
+def test_reader_holding_a_deleted_segment_reads_on(store_path: Path) -> None:
+    with seglog.open(store_path) as w:
+        w.create_topic(
+            "t", config={"segment.bytes": 1024, "retention.bytes": 2048, "file.delete.delay.ms": 0}
+        )
+        for i in range(60):
+            w.append("t", 0, [b"%05d" % i * 20])
+        reader = seglog.open(store_path, read_only=True)
+        first = reader.read("t", 0, 0)
+        w.run_maintenance()
+        assert not (store_path / "t-0" / "00000000000000000000.log").exists()
+        # The reader still has the segment open: what it reads is intact.
+        assert reader.read("t", 0, 0)[0].value == first[0].value == b"00000" * 20
+        start, _ = reader.offsets("t", 0)  # it looks again and sees the new log start
+        assert start > 0
+        with pytest.raises(seglog.OffsetOutOfRangeError):
+            reader.read("t", 0, 0)
+        reader.close()
+
+
+@pytest.mark.parametrize("reset", ["earliest", "latest", "none"])
+def test_consumer_behind_the_log_start_is_reset_like_kafka(store: seglog.Store, reset: str) -> None:
+    store.create_topic("t", config={"segment.bytes": 1024, "retention.bytes": 2048})
+    for i in range(60):
+        store.append("t", 0, [b"%05d" % i * 20])
+    consumer = seglog.Consumer(store, auto_offset_reset=reset)
+    consumer.assign([("t", 0)])
+    consumer.seek(("t", 0), 0)
+    store.run_maintenance()
+    start, end = store.offsets("t", 0)
+    if reset == "none":
+        with pytest.raises(seglog.OffsetOutOfRangeError):
+            consumer.poll(max_records=10)
+        return
+    consumer.poll(max_records=10)  # the out-of-range position is reset
+    assert consumer.position(("t", 0)) == (start if reset == "earliest" else end)
+    got = consumer.poll(max_records=1000)
+    if reset == "earliest":
+        assert [r.offset for rs in got.values() for r in rs][0] == start
+    else:
+        assert got == {}
+
+
+def test_compaction_through_the_store_and_cli_names(store: seglog.Store, store_path: Path) -> None:
+    store.create_topic(
+        "c", config={"cleanup.policy": "compact", "segment.bytes": 2048, "delete.retention.ms": 0}
+    )
+    for round_ in range(50):
+        store.append("c", 0, [(f"k{k}".encode(), f"{round_}".encode()) for k in range(4)])
+    with pytest.raises(seglog.InvalidRecordError, match="without a key"):
+        store.append("c", 0, [b"no key"])
+    before = store.describe("c").partitions[0]
+    report = store.clean_topic("c")
+    after = store.describe("c").partitions[0]
+    assert report["cleaned_partitions"] == 1 and report["records_removed"] > 100
+    assert after.size_bytes < before.size_bytes / 2
+    assert after.log_end_offset == before.log_end_offset == 200
+    latest = {r.key: r.value for r in read_all(store, "c")}
+    assert latest == {f"k{k}".encode(): b"49" for k in range(4)}
+    assert leftovers(store_path) == [] or all(n.endswith(".deleted") for n in leftovers(store_path))
+    ckpt = (store_path / "cleaner-offset-checkpoint").read_text().splitlines()
+    assert ckpt[0] == "0" and any(line.startswith("c 0 ") for line in ckpt[2:])
+
+
+def test_consumer_offsets_topic_is_compacted(store: seglog.Store) -> None:
+    store.create_topic("t")
+    store.append("t", 0, [b"x"] * 10)
+    consumer = seglog.Consumer(
+        store, "t", group_id="g", auto_offset_reset="earliest", enable_auto_commit=False
+    )
+    for i in range(300):
+        consumer.seek(("t", 0), i % 10)
+        consumer.commit()
+    consumer.close()
+    assert store.describe("__consumer_offsets").config["cleanup.policy"] == "compact"
+    before = store.describe("__consumer_offsets").partitions[0]
+    store.alter_topic_config("__consumer_offsets", {"segment.bytes": 1024})
+    store.append("__consumer_offsets", 0, [(b"\x00\x09roll-only", None)])
+    store.clean_topic("__consumer_offsets")
+    after = store.describe("__consumer_offsets").partitions[0]
+    assert after.size_bytes < before.size_bytes
+    again = seglog.Consumer(store, "t", group_id="g")
+    assert again.committed(("t", 0)) == 299 % 10, "the latest commit survives compaction"
+    again.close()
+
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("put"), st.integers(0, 12), st.binary(max_size=30)),
+        st.tuples(st.just("delete"), st.integers(0, 12), st.none()),
+        st.tuples(st.just("clean"), st.none(), st.none()),
+    ),
+    min_size=1,
+    max_size=120,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=ops, compression=st.sampled_from(["none", "gzip", "lz4", "zstd", "snappy"]))
+def test_compaction_matches_a_model(
+    tmp_path_factory: pytest.TempPathFactory, ops: list, compression: str
+) -> None:
+    path = tmp_path_factory.mktemp("compact")
+    model: dict[bytes, bytes | None] = {}
+    with seglog.open(path) as store:
+        store.create_topic(
+            "c",
+            config={
+                "cleanup.policy": "compact",
+                "segment.bytes": 300,
+                "segment.ms": 1000,
+                "delete.retention.ms": 0,
+                "min.cleanable.dirty.ratio": 0.0,
+            },
+        )
+        for op, k, v in ops:
+            key = b"key-%d" % k if k is not None else None
+            if op == "put":
+                store.append("c", 0, [(key, v, None, 1000)], compression_type=compression)
+                model[key] = v
+            elif op == "delete":
+                store.append("c", 0, [(key, None, None, 1000)], compression_type=compression)
+                model[key] = None
+            else:
+                store.clean_topic("c")
+        # A record 10 s "later" rolls the segment (segment.ms), making all of the
+        # above cleanable; two cleanings with time between them pass every
+        # tombstone's delete horizon (delete.retention.ms = 0).
+        store.append("c", 0, [(b"sentinel", b"", None, 1000 + 10_000)])
+        store.clean_topic("c")
+        time.sleep(0.005)
+        store.clean_topic("c")
+        records = [r for r in read_all(store, "c") if r.key != b"sentinel"]
+    offsets = [r.offset for r in records]
+    assert offsets == sorted(set(offsets)), "offset order, no duplicates"
+    latest: dict[bytes, bytes | None] = {}
+    for r in records:
+        latest[r.key] = r.value
+    live = {k: v for k, v in model.items() if v is not None}
+    assert latest == live, "per key, the latest value; no key whose tombstone passed its horizon"
