@@ -116,7 +116,7 @@ def main() -> None:
     args = ap.parse_args()
     c = bench_compaction(args.gb, args.repeat)
     r = bench_retention(args.repeat)
-    print("\n## Log maintenance (medians of %d runs)\n" % args.repeat)
+    print(f"\n## Log maintenance (medians of {args.repeat} runs)\n")
     print("| case | figure |")
     print("|---|---|")
     print(
