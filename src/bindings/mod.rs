@@ -7,10 +7,32 @@ mod producer;
 mod records;
 mod store;
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Once;
+
 use pyo3::prelude::*;
+
+/// Bumped in every forked child: an object made under another generation
+/// belongs to the parent (its threads, locks and maps did not come along).
+/// Checking it costs an atomic load, where getpid() is a syscall per call.
+static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn forked_child() {
+    FORK_GENERATION.fetch_add(1, Ordering::Relaxed);
+}
+
+pub(crate) fn fork_generation() -> u64 {
+    FORK_GENERATION.load(Ordering::Relaxed)
+}
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    static REGISTER: Once = Once::new();
+    // SAFETY: registers a handler that only increments an atomic, which is
+    // async-signal-safe, as handlers run in the child right after fork.
+    REGISTER.call_once(|| unsafe {
+        libc::pthread_atfork(None, None, Some(forked_child));
+    });
     m.add_class::<store::Store>()?;
     m.add_class::<records::ConsumerRecord>()?;
     m.add_class::<producer::Producer>()?;

@@ -243,12 +243,13 @@ fn bytes_arg(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option<PyBa
 pub struct Producer {
     inner: Arc<CoreProducer>,
     pid: u32,
+    generation: u64,
 }
 
 impl Producer {
     fn core(&self) -> PyResult<&Arc<CoreProducer>> {
-        let pid = std::process::id();
-        if pid != self.pid {
+        if super::fork_generation() != self.generation {
+            let pid = std::process::id();
             return Err(SeglogError::new_err(format!(
                 "this Producer was created in process {} and cannot be used in forked process {pid}",
                 self.pid
@@ -301,7 +302,7 @@ impl Producer {
             max_block: Duration::from_secs_f64(max_block_ms / 1000.0),
         };
         let inner = CoreProducer::new(store.core()?.clone(), config)?;
-        Ok(Producer { inner, pid: std::process::id() })
+        Ok(Producer { inner, pid: std::process::id(), generation: super::fork_generation() })
     }
 
     /// Queues one record; returns a FutureRecordMetadata.
@@ -425,7 +426,7 @@ impl Producer {
 
     #[pyo3(signature = (timeout = None))]
     fn close(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
-        if std::process::id() != self.pid {
+        if super::fork_generation() != self.generation {
             return Ok(());
         }
         let core = &self.inner;

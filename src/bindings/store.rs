@@ -56,14 +56,15 @@ fn compression(name: &str) -> PyResult<Compression> {
 pub struct Store {
     inner: Arc<CoreStore>,
     pid: u32,
+    generation: u64,
 }
 
 impl Store {
     /// The store, if this is still the process that opened it (a forked child
     /// must not share the parent's locks, maps or threads).
     pub(crate) fn core(&self) -> PyResult<&Arc<CoreStore>> {
-        let pid = std::process::id();
-        if pid != self.pid {
+        if super::fork_generation() != self.generation {
+            let pid = std::process::id();
             return Err(SeglogError::new_err(format!(
                 "this Store was opened by process {} and cannot be used in forked process {pid}; \
                  call seglog.open() again in the child",
@@ -86,7 +87,7 @@ impl Store {
     ) -> PyResult<Self> {
         let config = config_map(config)?;
         let inner = py.detach(|| CoreStore::open(&path, &config, read_only))?;
-        Ok(Store { inner, pid: std::process::id() })
+        Ok(Store { inner, pid: std::process::id(), generation: super::fork_generation() })
     }
 
     #[getter]
@@ -538,7 +539,7 @@ impl Store {
     }
 
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        if std::process::id() != self.pid {
+        if super::fork_generation() != self.generation {
             // The child never owned the store: nothing of it to close here.
             return Ok(());
         }
