@@ -134,8 +134,9 @@ pub struct Sent {
 
 pub enum SendOutcome {
     Sent(Sent),
-    /// `buffer_memory` is full: call `wait_for_space` and send again.
-    WouldBlock,
+    /// `buffer_memory` is full: call `wait_for_space` with this many bytes and
+    /// send again.
+    WouldBlock(usize),
 }
 
 struct OpenBatch {
@@ -313,23 +314,34 @@ impl Producer {
         let timestamp = timestamp.unwrap_or_else(now_ms);
         let mut acc = self.shared.acc.lock();
         if acc.buffered + size > config.buffer_memory && acc.buffered > 0 {
-            return Ok(SendOutcome::WouldBlock);
+            return Ok(SendOutcome::WouldBlock(size));
         }
+        let limit = config.batch_size.min(max);
+        let would_overflow = |acc: &Accumulator, p: i32| {
+            acc.partitions
+                .get(&(name.clone(), p))
+                .and_then(|ps| ps.open.as_ref())
+                .is_some_and(|o| !o.builder.is_empty() && o.builder.size_in_bytes() + size > limit)
+        };
         let p = match partition {
             Some(p) => {
                 t.partition(p)?;
                 p
             }
-            None => self.choose_partition(&mut acc, &name, &t, key),
+            None => {
+                let p = self.choose_partition(&mut acc, &name, &t, key);
+                if key.is_none() && would_overflow(&acc, p) {
+                    // The sticky partition's batch is full: seal it and move on
+                    // first, so that each batch is a run of consecutive sends.
+                    self.shared.seal(&mut acc, &(name.clone(), p));
+                    self.choose_partition(&mut acc, &name, &t, None)
+                } else {
+                    p
+                }
+            }
         };
         let pkey = (name.clone(), p);
-        let limit = config.batch_size.min(max);
-        let full = acc
-            .partitions
-            .get(&pkey)
-            .and_then(|ps| ps.open.as_ref())
-            .is_some_and(|o| !o.builder.is_empty() && o.builder.size_in_bytes() + size > limit);
-        if full {
+        if would_overflow(&acc, p) {
             self.shared.seal(&mut acc, &pkey);
         }
         let acc = &mut *acc;
@@ -385,11 +397,13 @@ impl Producer {
         })
     }
 
-    /// Waits (up to `max_block`) until the buffer has room again.
-    pub fn wait_for_space(&self) -> Result<()> {
+    /// Waits (up to `max_block`) until the buffer has room for `needed` more
+    /// bytes, sending lingering batches at once to make that room.
+    pub fn wait_for_space(&self, needed: usize) -> Result<()> {
         let deadline = Instant::now() + self.shared.config.max_block;
         let mut acc = self.shared.acc.lock();
-        while acc.buffered >= self.shared.config.buffer_memory {
+        while acc.buffered > 0 && acc.buffered + needed > self.shared.config.buffer_memory {
+            acc.flush_now = true;
             if self.closed.load(Ordering::Acquire) {
                 return Err(Error::ClientClosed("producer"));
             }
@@ -453,6 +467,10 @@ impl Producer {
 
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
+    }
+
+    pub fn ensure_open(&self) -> Result<()> {
+        self.check_open()
     }
 }
 

@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import _groups
 from ._native import ConsumerRecord
-from ._store import Store
-from ._store import open as open_store
+from ._store import Store, open_for_client
 from .errors import (
     ClientClosedError,
     InvalidConfigError,
@@ -58,6 +57,15 @@ _DEFAULTS: dict[str, Any] = {
     "metadata_max_age_ms": 1000,
     "read_only": None,
 }
+
+
+def _offset(x: Any, what: str = "offset") -> int:
+    """An offset argument: an int >= 0 (TypeError for other types, as documented)."""
+    if not isinstance(x, int) or isinstance(x, bool):
+        raise TypeError(f"{what} must be an int, got {type(x).__name__}")
+    if x < 0:
+        raise ValueError(f"{what} must be >= 0, got {x}")
+    return x
 
 
 def _tp(x: Any) -> TopicPartition:
@@ -116,18 +124,18 @@ class Consumer:
         if group_id is not None and not isinstance(group_id, str):
             raise TypeError(f"group_id must be str or None, got {type(group_id).__name__}")
         self._config = c
-        self._owns_store = not isinstance(store, Store)
+        self._owns_store = False
         if isinstance(store, Store):
             opened = store
         elif isinstance(store, (str, os.PathLike)):
             ro = c["read_only"]
             if ro is None:
                 try:
-                    opened = open_store(store)
+                    opened, self._owns_store = open_for_client(store)
                 except StoreLockedError:
-                    opened = open_store(store, read_only=True)
+                    opened, self._owns_store = open_for_client(store, read_only=True)
             else:
-                opened = open_store(store, read_only=bool(ro))
+                opened, self._owns_store = open_for_client(store, read_only=bool(ro))
         else:
             raise TypeError(f"store must be a seglog.Store or a path, got {type(store).__name__}")
         self._store = opened
@@ -191,7 +199,10 @@ class Consumer:
         return set(self._subscription) if self._subscription is not None else None
 
     def unsubscribe(self) -> None:
+        """Drop the subscription or the manual assignment."""
+        self._check()
         self._subscription, self._pattern = None, None
+        self._manual = False
         self._set_assignment([])
 
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
@@ -207,6 +218,7 @@ class Consumer:
         self._set_assignment(tps)
 
     def assignment(self) -> set[TopicPartition]:
+        self._check()
         self._refresh_assignment()
         return set(self._assignment)
 
@@ -276,27 +288,30 @@ class Consumer:
         tp = _tp(partition)
         if tp not in self.assignment():
             raise IllegalStateError(f"{tp.topic}-{tp.partition} is not assigned to this consumer")
-        if not isinstance(offset, int) or offset < 0:
-            raise ValueError(f"offset must be an int >= 0, got {offset!r}")
+        _offset(offset)
         self._pending.pop(tp, None)
         self._positions[tp] = offset
 
     def seek_to_beginning(self, *partitions: TopicPartition | tuple[str, int]) -> None:
+        self._check()
         for tp in [_tp(p) for p in partitions] or self.assignment():
             self.seek(tp, self._reset(tp, "earliest"))
 
     def seek_to_end(self, *partitions: TopicPartition | tuple[str, int]) -> None:
+        self._check()
         for tp in [_tp(p) for p in partitions] or self.assignment():
             self.seek(tp, self._reset(tp, "latest"))
 
     def beginning_offsets(
         self, partitions: Iterable[TopicPartition | tuple[str, int]]
     ) -> dict[TopicPartition, int]:
+        self._check()
         return {tp: self._native.offsets(tp.topic, tp.partition)[0] for tp in map(_tp, partitions)}
 
     def end_offsets(
         self, partitions: Iterable[TopicPartition | tuple[str, int]]
     ) -> dict[TopicPartition, int]:
+        self._check()
         return {tp: self._native.offsets(tp.topic, tp.partition)[1] for tp in map(_tp, partitions)}
 
     def offsets_for_times(
@@ -307,8 +322,7 @@ class Consumer:
         out: dict[TopicPartition, OffsetAndTimestamp | None] = {}
         for key, ts in timestamps.items():
             tp = _tp(key)
-            if not isinstance(ts, int) or ts < 0:
-                raise ValueError(f"timestamps must be ints >= 0 (ms), got {ts!r}")
+            _offset(ts, "timestamps (ms)")
             r = self._native.offset_for_time(tp.topic, tp.partition, ts)
             out[tp] = None if r is None else OffsetAndTimestamp(*r)
         return out
@@ -382,8 +396,8 @@ class Consumer:
         for data to land, without spinning."""
         self._check()
         limit = self._config["max_poll_records"] if max_records is None else max_records
-        if not isinstance(limit, int) or limit <= 0:
-            raise ValueError(f"max_records must be a positive int, got {max_records!r}")
+        if _offset(limit, "max_records") == 0:
+            raise ValueError("max_records must be positive")
         self._maybe_auto_commit()
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000
         while True:
@@ -413,13 +427,18 @@ class Consumer:
                 chunks = self._chunks()
             for tp, (records, start) in chunks:
                 # Each record counts as consumed when handed out, so that if the
-                # caller stops early, position() and commit() are exact.
+                # caller stops early, position() and commit() are exact; a seek()
+                # meanwhile drops the chunk, and iteration follows it at once.
                 last = len(records) - 1
                 for i in range(start, last):
-                    pending[tp] = (records, i + 1)
+                    chunk = (records, i + 1)
+                    pending[tp] = chunk
                     yield records[i]
-                pending.pop(tp, None)
-                yield records[last]
+                    if pending.get(tp) is not chunk:
+                        break
+                else:
+                    pending.pop(tp, None)
+                    yield records[last]
 
     def _chunks(self) -> list[tuple[TopicPartition, tuple[list[ConsumerRecord], int]]]:
         out = []
@@ -438,8 +457,8 @@ class Consumer:
         source: key, value, topic, partition, offset, timestamp, timestampType,
         headers. Decoded in Rust straight into Arrow buffers."""
         self._check()
-        if not isinstance(max_records, int) or max_records <= 0:
-            raise ValueError(f"max_records must be a positive int, got {max_records!r}")
+        if _offset(max_records, "max_records") == 0:
+            raise ValueError("max_records must be positive")
         from ._arrow import columns_to_batch
 
         self._maybe_auto_commit()
@@ -489,13 +508,15 @@ class Consumer:
                 if tp in self._positions or tp in self._pending
             }
         else:
+            if not isinstance(offsets, dict):
+                raise TypeError(
+                    f"offsets must be a dict of (topic, partition) -> offset, got {type(offsets).__name__}"
+                )
             todo = {}
             for k, v in offsets.items():
                 tp = _tp(k)
                 om = v if isinstance(v, OffsetAndMetadata) else OffsetAndMetadata(v)
-                if not isinstance(om.offset, int) or om.offset < 0:
-                    raise ValueError(f"offset must be an int >= 0, got {om.offset!r}")
-                todo[(tp.topic, tp.partition)] = (om.offset, om.metadata)
+                todo[(tp.topic, tp.partition)] = (_offset(om.offset), om.metadata)
         _groups.commit(self._native, group, todo)
         self._committed.update(todo)
         self._last_commit = time.monotonic()

@@ -172,10 +172,10 @@ class FutureRecordMetadata:
     def exception(self) -> BaseException | None:
         """The error if delivery failed, else None."""
     def add_callback(self, f: Callable[..., object], *args: Any) -> Self:
-        """Calls `f(metadata, *args)` on delivery (at once if already delivered), in
-        the producer's sender thread. Returns the future, to chain."""
+        """Calls `f(*args, metadata)` on delivery (at once if already delivered), in
+        the producer's sender thread, as kafka-python does. Returns the future."""
     def add_errback(self, f: Callable[..., object], *args: Any) -> Self:
-        """Calls `f(exception, *args)` if delivery fails."""
+        """Calls `f(*args, exception)` if delivery fails."""
 
 @disjoint_base
 class Producer:

@@ -6,8 +6,7 @@ import os
 from typing import Any
 
 from . import _native
-from ._store import Store
-from ._store import open as open_store
+from ._store import Store, open_for_client
 from .errors import InvalidConfigError
 
 __all__ = ["Producer"]
@@ -54,11 +53,11 @@ class Producer(_native.Producer):
         if acks not in (0, 1, -1, "0", "1", "all", "-1"):
             raise ValueError(f'acks must be 0, 1 or "all"; got {acks!r}')
         compression = config.pop("compression_type", None) or "none"
-        owns = not isinstance(store, Store)
+        owns = False
         if isinstance(store, Store):
             opened = store
         elif isinstance(store, (str, os.PathLike)):
-            opened = open_store(store)
+            opened, owns = open_for_client(store)
         else:
             raise TypeError(f"store must be a seglog.Store or a path, got {type(store).__name__}")
         try:

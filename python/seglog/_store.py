@@ -240,6 +240,18 @@ def _forget_parent_stores() -> None:
 os.register_at_fork(after_in_child=_forget_parent_stores)
 
 
+def open_for_client(path: str | os.PathLike[str], read_only: bool = False) -> tuple[Store, bool]:
+    """The Store a Producer or Consumer given a path should use, and whether the
+    client owns it (opened it, so closes it). A store this process already has
+    open for the path is shared, never closed by the client."""
+    key = (os.path.realpath(os.fspath(path)), read_only)
+    with _lock:
+        existing = _open.get(key)
+        if existing is not None and not existing.closed:
+            return existing, False
+    return open(path, read_only=read_only), True
+
+
 def open(
     path: str | os.PathLike[str],
     *,

@@ -152,15 +152,15 @@ impl FutureRecordMetadata {
         }
     }
 
-    /// Calls `f(metadata, *args)` on delivery (at once if already delivered), in
-    /// the producer's sender thread. Returns the future, to chain.
+    /// Calls `f(*args, metadata)` on delivery (at once if already delivered), in
+    /// the producer's sender thread, as kafka-python does. Returns the future.
     #[pyo3(signature = (f, *args))]
     fn add_callback(slf: Bound<'_, Self>, f: Py<PyAny>, args: Py<PyTuple>) -> Bound<'_, Self> {
         Self::register(&slf, f, args, true);
         slf
     }
 
-    /// Calls `f(exception, *args)` if delivery fails.
+    /// Calls `f(*args, exception)` if delivery fails.
     #[pyo3(signature = (f, *args))]
     fn add_errback(slf: Bound<'_, Self>, f: Py<PyAny>, args: Py<PyTuple>) -> Bound<'_, Self> {
         Self::register(&slf, f, args, false);
@@ -191,9 +191,10 @@ impl FutureRecordMetadata {
                     (Err(e), false) => Ok(clone_error(e).into_value(py).into_any()),
                     _ => return,
                 };
+                // kafka-python's order: f(*args, value).
                 let call = first.and_then(|first| {
-                    let mut items = vec![first];
-                    items.extend(args.bind(py).iter().map(|a| a.unbind()));
+                    let mut items: Vec<Py<PyAny>> = args.bind(py).iter().map(|a| a.unbind()).collect();
+                    items.push(first);
                     f.call1(py, PyTuple::new(py, items)?)
                 });
                 if let Err(e) = call {
@@ -266,11 +267,11 @@ impl Producer {
     #[allow(clippy::too_many_arguments)]
     fn new(
         store: &Store,
-        batch_size: usize,
+        batch_size: i64,
         linger_ms: f64,
         compression_type: &str,
         acks: &str,
-        buffer_memory: usize,
+        buffer_memory: i64,
         max_block_ms: f64,
     ) -> PyResult<Self> {
         let compression = Compression::from_name(compression_type).ok_or_else(|| {
@@ -290,9 +291,12 @@ impl Producer {
                 return Err(PyValueError::new_err(format!("{name} must be a finite number >= 0, got {v}")));
             }
         }
-        if batch_size == 0 || buffer_memory == 0 {
-            return Err(PyValueError::new_err("batch_size and buffer_memory must be positive"));
+        for (name, v) in [("batch_size", batch_size), ("buffer_memory", buffer_memory)] {
+            if v <= 0 {
+                return Err(PyValueError::new_err(format!("{name} must be a positive int, got {v}")));
+            }
         }
+        let (batch_size, buffer_memory) = (batch_size as usize, buffer_memory as usize);
         let config = ProducerConfig {
             batch_size,
             linger: Duration::from_secs_f64(linger_ms / 1000.0),
@@ -335,7 +339,7 @@ impl Producer {
                         timestamp: s.timestamp,
                     })
                 }
-                SendOutcome::WouldBlock => py.detach(|| core.wait_for_space())?,
+                SendOutcome::WouldBlock(needed) => py.detach(|| core.wait_for_space(needed))?,
             }
         }
     }
@@ -353,6 +357,7 @@ impl Producer {
         timestamp: Option<i64>,
     ) -> PyResult<Vec<(i32, i64, i64)>> {
         let core = self.core()?;
+        core.ensure_open()?;
         let values = ByteItems::new(values, "values")?;
         let keys = match keys.filter(|k| !k.is_none()) {
             Some(k) => {
@@ -475,11 +480,15 @@ fn raw(buf: &PyBuffer<u8>) -> &[u8] {
 
 impl ArrowBinary {
     fn from_array(arr: &Bound<'_, PyAny>) -> PyResult<Option<Self>> {
+        // A ChunkedArray (e.g. a Table column) becomes one array first.
+        let arr = if arr.hasattr("combine_chunks")? && arr.hasattr("chunks")? {
+            arr.call_method0("combine_chunks")?
+        } else {
+            arr.clone()
+        };
         if !arr.hasattr("buffers")? || !arr.hasattr("type")? {
             return Ok(None);
         }
-        let arr =
-            if arr.hasattr("combine_chunks")? { arr.call_method0("combine_chunks")? } else { arr.clone() };
         let ty = arr.getattr("type")?.str()?.to_string();
         let large = match ty.as_str() {
             "binary" | "string" => false,
