@@ -404,16 +404,15 @@ impl Segment {
             }
             // Make sure the whole batch at `pos` is in `chunk`.
             let rel = (pos - chunk_pos) as usize;
-            let head = chunk.get(rel..).filter(|h| h.len() >= LOG_OVERHEAD);
-            let size = match head.and_then(peek_offset_and_size) {
-                Some((_, s)) => s as u64,
-                None => {
-                    let n = ((file_size - pos) as usize).min(READ_CHUNK.max(LOG_OVERHEAD));
-                    chunk = self.read_bytes(pos, n)?;
-                    chunk_pos = pos;
-                    continue;
-                }
-            };
+            if chunk.len() < rel + LOG_OVERHEAD {
+                let n = ((file_size - pos) as usize).min(READ_CHUNK.max(LOG_OVERHEAD));
+                chunk = self.read_bytes(pos, n)?;
+                chunk_pos = pos;
+                continue;
+            }
+            // A length that is negative or overflows is a damaged batch: cut here.
+            let Some((_, size)) = peek_offset_and_size(&chunk[rel..]) else { break };
+            let size = size as u64;
             if size < HEADER_LEN as u64 || size > max_batch_bytes || pos + size > file_size {
                 break;
             }
@@ -621,6 +620,19 @@ mod tests {
         assert_eq!(r.truncated_bytes, bytes.len() as u64 / 2);
         assert_eq!(seg.log.metadata().unwrap().len(), good);
         assert_eq!(seg.indexes.lock().offsets.len(), entries);
+    }
+
+    #[test]
+    fn recover_stops_at_a_negative_or_huge_batch_length() {
+        for bad_len in [-1i32, i32::MIN, i32::MAX, 10] {
+            let dir = tempfile::tempdir().unwrap();
+            let seg = filled(dir.path(), 5);
+            let one = batch(0, 10, 0).0.len() as u64;
+            seg.log.write_all_at(&bad_len.to_be_bytes(), one * 3 + 8).unwrap();
+            let r = seg.recover(4096, 1 << 20, false).unwrap();
+            assert_eq!(r.next_offset, Some(30), "length {bad_len}");
+            assert_eq!(r.valid_bytes, one * 3);
+        }
     }
 
     #[test]
