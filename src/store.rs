@@ -572,6 +572,14 @@ impl Store {
         Ok(self.topic(topic)?.partition(partition)?.clone())
     }
 
+    /// Kafka's DeleteRecords: moves the log start offset up and writes the
+    /// checkpoint at once, so readers in other processes see it.
+    pub fn delete_records(&self, topic: &str, partition: i32, before: i64) -> Result<()> {
+        self.check_writable("delete_records")?;
+        self.partition(topic, partition)?.delete_records_before(before)?;
+        self.write_checkpoints()
+    }
+
     pub fn describe(&self, name: &str) -> Result<TopicDescription> {
         let t = self.topic(name)?;
         let partitions = t

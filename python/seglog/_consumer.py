@@ -336,10 +336,13 @@ class Consumer:
         if pending is not None:
             return pending
         pos = self._position(tp)
+        fetch = self._config["max_partition_fetch_bytes"]
         try:
-            records = self._native.read(
-                tp.topic, tp.partition, pos, self._config["max_partition_fetch_bytes"]
-            )
+            records, next_offset = self._native.read_next(tp.topic, tp.partition, pos, fetch)
+            # A compacted log may hold batches the cleaner emptied: step past them.
+            while not records and next_offset > pos:
+                pos = self._positions[tp] = next_offset
+                records, next_offset = self._native.read_next(tp.topic, tp.partition, pos, fetch)
         except OffsetOutOfRangeError:
             if self._config["auto_offset_reset"] == "none":
                 raise
@@ -348,7 +351,7 @@ class Consumer:
             return None
         if not records:
             return None
-        self._positions[tp] = records[-1].offset + 1
+        self._positions[tp] = next_offset
         self._pending[tp] = (records, 0)
         return self._pending[tp]
 

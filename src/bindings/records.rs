@@ -156,6 +156,16 @@ impl DecodedBatch {
     pub fn next_offset(&self) -> i64 {
         self.base_offset + i64::from(self.last_offset_delta) + 1
     }
+
+    /// Whether it holds a user record at or after `offset`.
+    pub fn has_records_from(&self, offset: i64) -> bool {
+        if self.control || self.records == 0 || self.next_offset() <= offset {
+            return false;
+        }
+        parse_records(&self.payload, self.records, self.last_offset_delta)
+            .map(|rs| rs.iter().any(|r| self.base_offset + i64::from(r.offset_delta) >= offset))
+            .unwrap_or(true)
+    }
 }
 
 /// Splits raw batches and decompresses them (no Python objects: runs detached).

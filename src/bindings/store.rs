@@ -52,6 +52,34 @@ fn compression(name: &str) -> PyResult<Compression> {
     })
 }
 
+/// Decoded, CRC-checked batches from `offset` on. Batches a cleaning emptied
+/// hold no records: reading goes on past them, so that an empty answer means
+/// the log end, never "nothing here, look further".
+fn read_records(
+    core: &CoreStore,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+    max_bytes: u64,
+) -> crate::error::Result<Vec<super::records::DecodedBatch>> {
+    let log = core.partition(topic, partition)?;
+    let mut pos = offset;
+    loop {
+        let bytes = log.read(pos, max_bytes)?.bytes()?;
+        // Every batch a reader gets is CRC-checked: nothing corrupt reaches it.
+        let batches = decode(&bytes, true)?;
+        let Some(last) = batches.last() else { return Ok(batches) };
+        if batches.iter().any(|b| b.has_records_from(offset)) {
+            return Ok(batches);
+        }
+        let next = last.next_offset();
+        if next <= pos || next >= log.log_end_offset() {
+            return Ok(batches);
+        }
+        pos = next;
+    }
+}
+
 #[pyclass(frozen, module = "seglog._native", name = "Store")]
 pub struct Store {
     inner: Arc<CoreStore>,
@@ -285,12 +313,7 @@ impl Store {
     ) -> PyResult<Bound<'py, PyList>> {
         let name = topic.to_str()?;
         let core = self.core()?;
-        let batches = py.detach(|| {
-            let log = core.partition(name, partition)?;
-            let bytes = log.read(offset, max_bytes)?.bytes()?;
-            // Every batch a reader gets is CRC-checked: nothing corrupt reaches it.
-            decode(&bytes, true)
-        })?;
+        let batches = py.detach(|| read_records(core, name, partition, offset, max_bytes))?;
         to_records(py, topic, partition, &batches, offset)
     }
 
@@ -308,11 +331,7 @@ impl Store {
     ) -> PyResult<(Bound<'py, PyList>, i64)> {
         let name = topic.to_str()?;
         let core = self.core()?;
-        let batches = py.detach(|| {
-            let log = core.partition(name, partition)?;
-            let bytes = log.read(offset, max_bytes)?.bytes()?;
-            decode(&bytes, true)
-        })?;
+        let batches = py.detach(|| read_records(core, name, partition, offset, max_bytes))?;
         let next = batches.last().map_or(offset, |b| b.next_offset().max(offset));
         Ok((to_records(py, topic, partition, &batches, offset)?, next))
     }
@@ -530,7 +549,7 @@ impl Store {
         if core.is_read_only() {
             return Err(crate::error::Error::ReadOnly("delete_records").into());
         }
-        Ok(py.detach(|| core.partition(topic, partition)?.delete_records_before(before_offset))?)
+        Ok(py.detach(|| core.delete_records(topic, partition, before_offset))?)
     }
 
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
