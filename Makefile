@@ -31,8 +31,10 @@ $(DEPS): pyproject.toml | $(PY)
 develop: $(DEPS)
 	$(BIN)/maturin develop --release --quiet
 
+# The main job: a Spark Structured Streaming pipeline on an embedded store
+# (pyspark comes with the test extra that develop installs).
 run: develop
-	$(PY) examples/demo.py
+	$(PY) examples/pipeline.py
 
 test: test-rust test-python
 

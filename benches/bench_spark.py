@@ -1,0 +1,158 @@
+"""Spark reading seglog vs Spark reading Parquet: the same 1,000,000 records.
+
+    .venv/bin/python benches/bench_spark.py [--records N] [--value-bytes B] [--runs R] [--json FILE]
+
+Builds a store with one topic of 2 partitions holding N records of B-byte values,
+writes the same records (Spark's Kafka columns) as 2 Parquet files (one per
+partition, so both sources get 2 tasks), then on one local[2] SparkSession times
+`count(*), sum(length(value))` over each source: one warm-up, then the best of R
+runs. Also times a batch write of the N records into a seglog topic (2 tasks that
+take the store's writer lock in turn). Prints rows/s and the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+import seglog
+from seglog._arrow import columns_to_batch
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+QUIET_LOG4J = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+def build(root: Path, n: int, value_bytes: int) -> tuple[Path, Path]:
+    store_path, parquet_dir = root / "store", root / "parquet"
+    parquet_dir.mkdir()
+    with seglog.open(store_path) as store:
+        store.create_topic("bench", partitions=2)
+        with seglog.Producer(store, acks=1) as producer:
+            step = 50_000
+            for p in range(2):
+                for i in range(0, n // 2, step):
+                    k = min(step, n // 2 - i)
+                    body = os.urandom(k * value_bytes)
+                    offsets = pa.array(range(0, (k + 1) * value_bytes, value_bytes), pa.int32()).buffers()[1]
+                    values = pa.Array.from_buffers(pa.binary(), k, [None, offsets, pa.py_buffer(body)])
+                    producer.send_batch("bench", values, partition=p)
+        # The Parquet copy: the very records, with all of Spark's Kafka columns.
+        for p in range(2):
+            batches, offset, end = [], 0, store.offsets("bench", p)[1]
+            while offset < end:
+                cols, nexts = store._native.read_columns([("bench", p, offset)], 100_000, 4 << 20)
+                batches.append(columns_to_batch(cols).drop_columns(["headers"]))
+                offset = nexts[0] or end
+            pq.write_table(pa.Table.from_batches(batches), parquet_dir / f"part-{p}.parquet")
+    return store_path, parquet_dir
+
+
+def best_of(runs: int, f: Any) -> float:
+    f()  # warm-up: Python workers, JIT, page cache
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        f()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--value-bytes", type=int, default=100)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--json", type=Path, help="also write the figures to this file")
+    args = ap.parse_args()
+    n = args.records
+
+    from pyspark.sql import SparkSession
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        t = time.perf_counter()
+        store_path, parquet_dir = build(root, n, args.value_bytes)
+        print(f"built {n:,} records of {args.value_bytes} B in {time.perf_counter() - t:.1f}s", flush=True)
+        (root / "log4j2.properties").write_text(QUIET_LOG4J)
+        spark = (
+            SparkSession.builder.master("local[2]")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.driver.memory", "2g")
+            .config("spark.sql.session.timeZone", "UTC")
+            .config(
+                "spark.driver.extraJavaOptions",
+                f"-Dlog4j2.configurationFile=file:{root / 'log4j2.properties'}",
+            )
+            .getOrCreate()
+        )
+        spark.sparkContext.setLogLevel("ERROR")
+        agg = ("count(*) AS n", "sum(length(value)) AS bytes")
+        expected = (n, n * args.value_bytes)
+
+        def seglog_read() -> None:
+            df = spark.read.format("seglog").option("subscribe", "bench").load(str(store_path))
+            r = df.selectExpr(*agg).first()
+            assert r is not None and (r.n, r.bytes) == expected, r
+
+        def parquet_read() -> None:
+            r = spark.read.parquet(str(parquet_dir)).selectExpr(*agg).first()
+            assert r is not None and (r.n, r.bytes) == expected, r
+
+        counter = iter(range(1_000_000))
+
+        def seglog_write() -> None:
+            topic = f"copy{next(counter)}"
+            spark.read.parquet(str(parquet_dir)).select("key", "value").write.format("seglog").option(
+                "topic", topic
+            ).mode("append").save(str(store_path))
+
+        t_seglog = best_of(args.runs, seglog_read)
+        t_parquet = best_of(args.runs, parquet_read)
+        t_write = best_of(args.runs, seglog_write)
+        spark.stop()
+
+    figures = {
+        "records": n,
+        "value_bytes": args.value_bytes,
+        "seglog_read_s": round(t_seglog, 3),
+        "seglog_read_rows_per_s": round(n / t_seglog),
+        "parquet_read_s": round(t_parquet, 3),
+        "parquet_read_rows_per_s": round(n / t_parquet),
+        "seglog_over_parquet": round(t_parquet / t_seglog, 3),
+        "seglog_write_s": round(t_write, 3),
+        "seglog_write_rows_per_s": round(n / t_write),
+    }
+    print(f"Spark reads seglog : {n / t_seglog:12,.0f} rows/s  ({t_seglog:.2f}s, best of {args.runs})")
+    print(f"Spark reads Parquet: {n / t_parquet:12,.0f} rows/s  ({t_parquet:.2f}s)")
+    print(f"seglog / Parquet   : {t_parquet / t_seglog:.2f}x the rows/s")
+    print(
+        f"Spark writes seglog: {n / t_write:12,.0f} rows/s  ({t_write:.2f}s, 2 tasks, "
+        "acks=1 + fsync at close)"
+    )
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
