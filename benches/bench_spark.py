@@ -26,19 +26,10 @@ import pyarrow.parquet as pq
 
 import seglog
 from seglog._arrow import columns_to_batch
+from seglog.spark import local_session
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-
-QUIET_LOG4J = """\
-rootLogger.level = error
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
-"""
 
 
 def build(root: Path, n: int, value_bytes: int) -> tuple[Path, Path]:
@@ -85,28 +76,12 @@ def main() -> None:
     args = ap.parse_args()
     n = args.records
 
-    from pyspark.sql import SparkSession
-
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         t = time.perf_counter()
         store_path, parquet_dir = build(root, n, args.value_bytes)
         print(f"built {n:,} records of {args.value_bytes} B in {time.perf_counter() - t:.1f}s", flush=True)
-        (root / "log4j2.properties").write_text(QUIET_LOG4J)
-        spark = (
-            SparkSession.builder.master("local[2]")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.driver.memory", "2g")
-            .config("spark.sql.session.timeZone", "UTC")
-            .config(
-                "spark.driver.extraJavaOptions",
-                f"-Dlog4j2.configurationFile=file:{root / 'log4j2.properties'}",
-            )
-            .getOrCreate()
-        )
-        spark.sparkContext.setLogLevel("ERROR")
+        spark = local_session("seglog-bench", driver_memory="2g")
         agg = ("count(*) AS n", "sum(length(value)) AS bytes")
         expected = (n, n * args.value_bytes)
 

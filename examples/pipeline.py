@@ -35,6 +35,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 import seglog
+from seglog.spark import local_session
 
 EVENTS, RESULTS = "page-views", "views-per-minute"
 PAGES = ["/", "/search", "/cart", "/checkout", "/help"] + [f"/products/{i}" for i in range(15)]
@@ -42,35 +43,9 @@ START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: the simulated clock
 WAVE_MS = 30_000  # each wave covers 30 s of event time
 TICK = "__tick__"  # a last event past the watermark, so that the last windows close
 
-QUIET_LOG4J = """\
-rootLogger.level = error
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
-"""
-
 
 def spark_session(tmp: Path) -> SparkSession:
-    (tmp / "log4j2.properties").write_text(QUIET_LOG4J)
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("seglog-pipeline")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.memory", "1g")
-        .config(
-            "spark.driver.extraJavaOptions",
-            f"-XX:+UseSerialGC -Dlog4j2.configurationFile=file:{tmp / 'log4j2.properties'}",
-        )
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return local_session("seglog-pipeline")
 
 
 def start_query(spark: SparkSession, store: Path, checkpoint: Path) -> StreamingQuery:

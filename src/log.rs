@@ -171,6 +171,39 @@ fn remove_strays(dir: &Path) -> Result<()> {
 }
 
 impl PartitionLog {
+    /// The state of a log with these segments and nothing else known yet.
+    fn new(
+        dir: &Path,
+        topic: &str,
+        partition: i32,
+        config: Arc<LogConfig>,
+        segments: BTreeMap<i64, Arc<Segment>>,
+        read_only: bool,
+    ) -> Self {
+        PartitionLog {
+            topic: topic.to_string(),
+            partition,
+            dir: dir.to_owned(),
+            config: RwLock::new(config),
+            segments: RwLock::new(segments),
+            writer: Mutex::new(WriterState { unflushed_messages: 0, last_flush: Instant::now() }),
+            end_offset: AtomicI64::new(0),
+            start_offset: AtomicI64::new(0),
+            recovery_point: AtomicI64::new(0),
+            flush: Mutex::new(FlushState { flushed_to: 0, running: false }),
+            flushed: Condvar::new(),
+            // A new writer has not made its directory entries durable yet.
+            dir_dirty: AtomicBool::new(!read_only),
+            read_only,
+            closed: AtomicBool::new(false),
+            follow: Mutex::new(()),
+            signal: RwLock::new(None),
+            pending_deletes: Mutex::new(Vec::new()),
+            maintenance: Mutex::new(()),
+            tombstone_horizon: AtomicI64::new(i64::MAX),
+        }
+    }
+
     /// Opens the log for writing. Unless the store shut down cleanly, every
     /// segment from the one holding `recovery_point` on is scanned and cut at the
     /// first bad batch; segments after a cut are deleted.
@@ -249,30 +282,12 @@ impl PartitionLog {
         let first_base = *segments.keys().next().unwrap_or(&0);
         let start = log_start_checkpoint.unwrap_or(first_base).clamp(first_base, end);
         let rp = recovery_point.min(end);
-        let log = PartitionLog {
-            topic: topic.to_string(),
-            partition,
-            dir: dir.to_owned(),
-            config: RwLock::new(config),
-            segments: RwLock::new(segments),
-            writer: Mutex::new(WriterState { unflushed_messages: 0, last_flush: Instant::now() }),
-            end_offset: AtomicI64::new(end),
-            start_offset: AtomicI64::new(start),
-            recovery_point: AtomicI64::new(if clean_shutdown { end } else { rp }),
-            flush: Mutex::new(FlushState {
-                flushed_to: if clean_shutdown { end } else { rp },
-                running: false,
-            }),
-            flushed: Condvar::new(),
-            dir_dirty: AtomicBool::new(true),
-            read_only: false,
-            closed: AtomicBool::new(false),
-            follow: Mutex::new(()),
-            signal: RwLock::new(None),
-            pending_deletes: Mutex::new(Vec::new()),
-            maintenance: Mutex::new(()),
-            tombstone_horizon: AtomicI64::new(i64::MAX),
-        };
+        let durable = if clean_shutdown { end } else { rp };
+        let log = PartitionLog::new(dir, topic, partition, config, segments, false);
+        log.end_offset.store(end, Ordering::Release);
+        log.start_offset.store(start, Ordering::Release);
+        log.recovery_point.store(durable, Ordering::Release);
+        log.flush.lock().flushed_to = durable;
         let epoch_file = dir.join(LEADER_EPOCH_CHECKPOINT);
         if !epoch_file.exists() {
             checkpoint::write_leader_epochs(&epoch_file, &[(LEADER_EPOCH, 0)])?;
@@ -283,27 +298,7 @@ impl PartitionLog {
     /// Opens the log for reading while another process may be writing it. Nothing
     /// on disk is changed; reads stop at the last whole, CRC-valid batch.
     pub fn open_read_only(dir: &Path, topic: &str, partition: i32, config: Arc<LogConfig>) -> Result<Self> {
-        let log = PartitionLog {
-            topic: topic.to_string(),
-            partition,
-            dir: dir.to_owned(),
-            config: RwLock::new(config),
-            segments: RwLock::new(BTreeMap::new()),
-            writer: Mutex::new(WriterState { unflushed_messages: 0, last_flush: Instant::now() }),
-            end_offset: AtomicI64::new(0),
-            start_offset: AtomicI64::new(0),
-            recovery_point: AtomicI64::new(0),
-            flush: Mutex::new(FlushState { flushed_to: 0, running: false }),
-            flushed: Condvar::new(),
-            dir_dirty: AtomicBool::new(false),
-            read_only: true,
-            closed: AtomicBool::new(false),
-            follow: Mutex::new(()),
-            signal: RwLock::new(None),
-            pending_deletes: Mutex::new(Vec::new()),
-            maintenance: Mutex::new(()),
-            tombstone_horizon: AtomicI64::new(i64::MAX),
-        };
+        let log = PartitionLog::new(dir, topic, partition, config, BTreeMap::new(), true);
         log.follow_writer()?;
         Ok(log)
     }

@@ -51,6 +51,33 @@ WRITER = textwrap.dedent(
 )
 
 
+def run_until_killed(code: str, args: list[str], after: float) -> list[str]:
+    """Runs `code` in a child process, waits for it to print "ready", lets it
+    work for `after` seconds, kills it with SIGKILL, and returns what it printed."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert child.stdout is not None and child.stderr is not None
+    lines: list[str] = []
+    reader = threading.Thread(target=lines.extend, args=(child.stdout,))
+    reader.start()
+    deadline = time.monotonic() + 30
+    while "ready\n" not in lines and time.monotonic() < deadline and child.poll() is None:
+        time.sleep(0.005)
+    if "ready\n" not in lines:
+        child.kill()
+        child.wait()
+        reader.join()
+        raise AssertionError(f"the child never got ready: {child.stderr.read()}")
+    time.sleep(after)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    reader.join()
+    child.stdout.close()
+    child.stderr.close()
+    return lines
+
+
 def expected_value(g: int) -> bytes:
     return hashlib.sha256(str(g).encode()).digest() * (g % 13 + 1)
 
@@ -73,27 +100,9 @@ def test_kill_9_loses_nothing_acknowledged(tmp_path: Path) -> None:
     next_g = 0
     recovered_rounds = 0
     for round_no in range(24):
-        child = subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(path), str(next_g), str(1 + round_no % 4)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+        lines = run_until_killed(
+            WRITER, [str(path), str(next_g), str(1 + round_no % 4)], rng.uniform(0.02, 0.4)
         )
-        assert child.stdout is not None
-        lines: list[str] = []
-        reader = threading.Thread(target=lines.extend, args=(child.stdout,))
-        reader.start()
-        deadline = time.monotonic() + 30
-        while "ready\n" not in lines and time.monotonic() < deadline and child.poll() is None:
-            time.sleep(0.005)
-        assert "ready\n" in lines, child.stderr.read() if child.stderr else ""
-        time.sleep(rng.uniform(0.02, 0.4))
-        child.send_signal(signal.SIGKILL)
-        child.wait()
-        reader.join()
-        assert child.stderr is not None
-        child.stdout.close()
-        child.stderr.close()
         for line in lines:
             if not line.startswith("ack ") or not line.endswith("\n"):
                 continue
@@ -149,26 +158,7 @@ def test_kill_9_during_compaction_keeps_the_latest_value_per_key(tmp_path: Path)
     next_seq = 0
     interrupted = 0  # rounds whose kill left a cleaning's temporary files
     for round_no in range(22):
-        child = subprocess.Popen(
-            [sys.executable, "-c", CLEANER, str(path), str(next_seq)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        lines: list[str] = []
-        reader = threading.Thread(target=lines.extend, args=(child.stdout,))
-        reader.start()
-        deadline = time.monotonic() + 30
-        while "ready\n" not in lines and time.monotonic() < deadline and child.poll() is None:
-            time.sleep(0.005)
-        assert "ready\n" in lines, child.stderr.read() if child.stderr else ""
-        time.sleep(rng.uniform(0.05, 0.6))
-        child.send_signal(signal.SIGKILL)
-        child.wait()
-        reader.join()
-        assert child.stdout is not None and child.stderr is not None
-        child.stdout.close()
-        child.stderr.close()
+        lines = run_until_killed(CLEANER, [str(path), str(next_seq)], rng.uniform(0.05, 0.6))
         for line in lines:
             if line.startswith("ack ") and line.endswith("\n"):
                 _, first, last = line.split()

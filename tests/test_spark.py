@@ -24,44 +24,17 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import seglog
-from seglog.spark import SeglogDataSource
+from seglog.spark import SeglogDataSource, local_session
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 pytestmark = pytest.mark.spark
 
-QUIET_LOG4J = """\
-rootLogger.level = error
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
-"""
-
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
-    conf = tmp_path_factory.mktemp("spark") / "log4j2.properties"
-    conf.write_text(QUIET_LOG4J)
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("seglog-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.driver.memory", "1g")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config(
-            "spark.driver.extraJavaOptions",
-            f"-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile=file:{conf}",
-        )
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    session = local_session("seglog-tests", fast_start=True)
     # No spark.dataSource.register here: format("seglog") must resolve through the
     # auto-registered pyspark_seglog.DefaultSource.
     yield session
