@@ -103,7 +103,11 @@ pub struct Recovered {
     pub batches: u64,
 }
 
+/// What recovery reads at a time.
 const READ_CHUNK: usize = 64 * 1024;
+/// What a header walk reads at a time: an index interval's worth and a header,
+/// since a lookup starts at most about that far from its batch.
+const WALK_CHUNK: usize = 8 * 1024;
 
 impl Segment {
     pub fn paths(dir: &Path, base_offset: i64) -> (PathBuf, PathBuf, PathBuf) {
@@ -272,13 +276,13 @@ impl Segment {
     /// Walks batch headers from `start` up to `end`, reading in chunks and calling
     /// `f` for each whole batch; `f` returns false to stop. Headers only: no CRC.
     fn walk(&self, start: u64, end: u64, mut f: impl FnMut(BatchInfo) -> bool) -> Result<()> {
-        let mut buf = vec![0u8; READ_CHUNK];
+        let mut buf = vec![0u8; WALK_CHUNK];
         let (mut buf_pos, mut buf_len) = (start, 0usize);
         let mut pos = start;
         while pos + HEADER_LEN as u64 <= end {
             let rel = (pos - buf_pos) as usize;
             if rel + HEADER_LEN > buf_len {
-                let n = ((end - pos) as usize).min(READ_CHUNK);
+                let n = ((end - pos) as usize).min(WALK_CHUNK);
                 self.read_exact_at(&mut buf[..n], pos)?;
                 buf_pos = pos;
                 buf_len = n;
@@ -330,6 +334,14 @@ impl Segment {
     /// stuck forever), never past `end`.
     pub fn range_from(&self, offset: i64, max_bytes: u64, end: u64) -> Result<Option<FileRange>> {
         let Some(first) = self.find_batch(offset, end)? else { return Ok(None) };
+        if first.size >= max_bytes {
+            // One batch is all that was asked for (a lookup): no second walk.
+            return Ok(Some(FileRange {
+                path: self.log_path.clone(),
+                position: first.position,
+                length: first.size,
+            }));
+        }
         let mut length = 0u64;
         self.walk(first.position, end, |b| {
             if length > 0 && length + b.size > max_bytes {

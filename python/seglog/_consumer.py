@@ -329,20 +329,22 @@ class Consumer:
 
     # -- fetching -----------------------------------------------------------------
 
-    def _chunk(self, tp: TopicPartition) -> tuple[list[ConsumerRecord], int] | None:
-        """The partition's fetched-but-unreturned records (fetching if none):
-        (records, index of the next one to return). The one owner of them."""
+    def _chunk(self, tp: TopicPartition, limit: int | None = None) -> tuple[list[ConsumerRecord], int] | None:
+        """The partition's fetched-but-unreturned records (fetching if none, at
+        most `limit` of them): (records, index of the next one to return). The
+        one owner of them."""
         pending = self._pending.get(tp)
         if pending is not None:
             return pending
         pos = self._position(tp)
         fetch = self._config["max_partition_fetch_bytes"]
+        read = self._native.read_next
         try:
-            records, next_offset = self._native.read_next(tp.topic, tp.partition, pos, fetch)
+            records, next_offset = read(tp.topic, tp.partition, pos, fetch, limit)
             # A compacted log may hold batches the cleaner emptied: step past them.
             while not records and next_offset > pos:
                 pos = self._positions[tp] = next_offset
-                records, next_offset = self._native.read_next(tp.topic, tp.partition, pos, fetch)
+                records, next_offset = read(tp.topic, tp.partition, pos, fetch, limit)
         except OffsetOutOfRangeError:
             if self._config["auto_offset_reset"] == "none":
                 raise
@@ -356,7 +358,7 @@ class Consumer:
         return self._pending[tp]
 
     def _take(self, tp: TopicPartition, limit: int) -> list[ConsumerRecord]:
-        chunk = self._chunk(tp)
+        chunk = self._chunk(tp, limit)
         if chunk is None:
             return []
         records, i = chunk

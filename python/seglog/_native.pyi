@@ -89,11 +89,23 @@ class Store:
         """Appends records as one or more batches; returns (base_offset, last_offset)."""
     def append_raw(self, topic: str, partition: int, data: bytes, durable: bool = False) -> tuple[int, int]:
         """Appends RecordBatch v2 bytes made elsewhere (validated: CRC, records)."""
-    def read(self, topic: str, partition: int, offset: int, max_bytes: int = 1048576) -> list[ConsumerRecord]:
+    def read(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_bytes: int = 1048576,
+        max_records: int | None = None,
+    ) -> list[ConsumerRecord]:
         """Records at or after `offset`, from whole batches of at most `max_bytes`
         (always at least one batch)."""
     def read_next(
-        self, topic: str, partition: int, offset: int, max_bytes: int = 1048576
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_bytes: int = 1048576,
+        max_records: int | None = None,
     ) -> tuple[list[ConsumerRecord], int]:
         """As `read`, plus the offset after the last batch read (which may hold no
         records: a compacted log can end a segment with an empty batch), so that

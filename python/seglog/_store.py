@@ -168,10 +168,18 @@ class Store:
         checked; offsets are reassigned). Returns the (first, last) offsets."""
         return self._native.append_raw(topic, partition, data, durable)
 
-    def read(self, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20) -> list[ConsumerRecord]:
+    def read(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_bytes: int = 1 << 20,
+        max_records: int | None = None,
+    ) -> list[ConsumerRecord]:
         """Records from ``offset`` on, from whole batches of about ``max_bytes``
-        (at least one batch). An empty list at the log end."""
-        return self._native.read(topic, partition, offset, max_bytes)
+        (at least one batch), at most ``max_records`` of them. An empty list at the
+        log end. ``read(t, p, offset, max_bytes=1, max_records=1)`` is a lookup."""
+        return self._native.read(topic, partition, offset, max_bytes, max_records)
 
     def read_raw(self, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20) -> bytes:
         """The raw batches :meth:`read` decodes."""

@@ -7,7 +7,7 @@ use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 use crate::error::Error;
-use crate::record::batch::{parse_records, BatchIter};
+use crate::record::batch::{parse_records, parse_records_from, BatchIter};
 use crate::record::{RecordBatch, TimestampType};
 
 /// One record read from a log: Kafka's ConsumerRecord fields, immutable.
@@ -157,10 +157,19 @@ impl DecodedBatch {
         self.base_offset + i64::from(self.last_offset_delta) + 1
     }
 
+    /// Whether its offsets are contiguous (nothing compacted away): then the
+    /// record at an offset is found by arithmetic.
+    fn contiguous(&self) -> bool {
+        i64::from(self.records) == i64::from(self.last_offset_delta) + 1
+    }
+
     /// Whether it holds a user record at or after `offset`.
     pub fn has_records_from(&self, offset: i64) -> bool {
         if self.control || self.records == 0 || self.next_offset() <= offset {
             return false;
+        }
+        if self.contiguous() {
+            return true;
         }
         parse_records(&self.payload, self.records, self.last_offset_delta)
             .map(|rs| rs.iter().any(|r| self.base_offset + i64::from(r.offset_delta) >= offset))
@@ -187,7 +196,8 @@ pub fn decode(bytes: &[u8], verify_crc: bool) -> Result<Vec<DecodedBatch>, Error
     Ok(out)
 }
 
-/// Turns decoded batches into ConsumerRecords at or after `min_offset`.
+/// Turns decoded batches into ConsumerRecords at or after `min_offset`, at most
+/// `max_records` of them (a lookup builds one object, not a batch's worth).
 /// Control batches (transaction markers) are not user records and are skipped.
 pub fn to_records<'py>(
     py: Python<'py>,
@@ -195,17 +205,32 @@ pub fn to_records<'py>(
     partition: i32,
     batches: &[DecodedBatch],
     min_offset: i64,
+    max_records: usize,
 ) -> PyResult<Bound<'py, PyList>> {
     let list = PyList::empty(py);
     for b in batches {
+        if list.len() >= max_records {
+            break;
+        }
         if b.control || b.base_offset + i64::from(b.last_offset_delta) < min_offset {
             continue;
         }
-        let recs = parse_records(&b.payload, b.records, b.last_offset_delta).map_err(Error::from)?;
+        // In a contiguous batch, records before `min_offset` are skipped unparsed.
+        let skip = if b.contiguous() {
+            // decode_batches passes i64::MIN: the difference must not wrap.
+            min_offset.saturating_sub(b.base_offset).clamp(0, i64::from(b.records)) as i32
+        } else {
+            0
+        };
+        let recs =
+            parse_records_from(&b.payload, b.records, b.last_offset_delta, skip).map_err(Error::from)?;
         for r in recs {
             let offset = b.base_offset + i64::from(r.offset_delta);
             if offset < min_offset {
                 continue;
+            }
+            if list.len() >= max_records {
+                break;
             }
             let (timestamp, ts_type) = if b.log_append_time {
                 (b.max_timestamp, TimestampType::LogAppendTime.id())
@@ -250,5 +275,5 @@ pub fn decode_batches<'py>(
     partition: i32,
 ) -> PyResult<Bound<'py, PyList>> {
     let batches = py.detach(|| decode(&data, true))?;
-    to_records(py, &PyString::new(py, topic), partition, &batches, i64::MIN)
+    to_records(py, &PyString::new(py, topic), partition, &batches, i64::MIN, usize::MAX)
 }

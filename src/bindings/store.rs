@@ -302,7 +302,7 @@ impl Store {
 
     /// Records at or after `offset`, from whole batches of at most `max_bytes`
     /// (always at least one batch).
-    #[pyo3(signature = (topic, partition, offset, max_bytes = 1048576))]
+    #[pyo3(signature = (topic, partition, offset, max_bytes = 1048576, max_records = None))]
     fn read<'py>(
         &self,
         py: Python<'py>,
@@ -310,17 +310,18 @@ impl Store {
         partition: i32,
         offset: i64,
         max_bytes: u64,
+        max_records: Option<usize>,
     ) -> PyResult<Bound<'py, PyList>> {
         let name = topic.to_str()?;
         let core = self.core()?;
         let batches = py.detach(|| read_records(core, name, partition, offset, max_bytes))?;
-        to_records(py, topic, partition, &batches, offset)
+        to_records(py, topic, partition, &batches, offset, max_records.unwrap_or(usize::MAX))
     }
 
     /// As `read`, plus the offset after the last batch read (which may hold no
     /// records: a compacted log can end a segment with an empty batch), so that
     /// a consumer can move past it. At the log end: ([], offset).
-    #[pyo3(signature = (topic, partition, offset, max_bytes = 1048576))]
+    #[pyo3(signature = (topic, partition, offset, max_bytes = 1048576, max_records = None))]
     fn read_next<'py>(
         &self,
         py: Python<'py>,
@@ -328,12 +329,21 @@ impl Store {
         partition: i32,
         offset: i64,
         max_bytes: u64,
+        max_records: Option<usize>,
     ) -> PyResult<(Bound<'py, PyList>, i64)> {
         let name = topic.to_str()?;
         let core = self.core()?;
         let batches = py.detach(|| read_records(core, name, partition, offset, max_bytes))?;
-        let next = batches.last().map_or(offset, |b| b.next_offset().max(offset));
-        Ok((to_records(py, topic, partition, &batches, offset)?, next))
+        let limit = max_records.unwrap_or(usize::MAX);
+        let records = to_records(py, topic, partition, &batches, offset, limit)?;
+        let next = if records.len() >= limit && limit > 0 {
+            // Cut short: go on right after the last record returned.
+            let last = records.get_item(records.len() - 1)?;
+            last.getattr("offset")?.extract::<i64>()? + 1
+        } else {
+            batches.last().map_or(offset, |b| b.next_offset().max(offset))
+        };
+        Ok((records, next))
     }
 
     /// The raw batches `read` would decode, as bytes.

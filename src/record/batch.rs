@@ -244,6 +244,29 @@ impl<'a> RecordBatch<'a> {
     }
 }
 
+/// As `parse_records`, but the first `skip` records are passed over by their
+/// length prefixes alone (a lookup into a batch whose offsets are contiguous).
+pub fn parse_records_from(
+    payload: &[u8],
+    count: i32,
+    last_delta: i32,
+    skip: i32,
+) -> Result<Vec<Record<'_>>, CorruptBatch> {
+    if skip <= 0 || count < 0 {
+        return parse_records(payload, count, last_delta);
+    }
+    let skip = skip.min(count);
+    let mut r = Reader::new(payload);
+    for _ in 0..skip {
+        let len = r.varint()?;
+        if len < 0 {
+            return Err(CorruptBatch::BadRecord(format!("negative record length {len}")));
+        }
+        r.bytes(len as usize)?;
+    }
+    parse_records(&payload[r.position()..], count - skip, last_delta)
+}
+
 /// Decodes `count` records from a (decompressed) payload, checking the offset
 /// deltas against `last_delta` and that nothing is left over.
 pub fn parse_records(payload: &[u8], count: i32, last_delta: i32) -> Result<Vec<Record<'_>>, CorruptBatch> {
@@ -792,6 +815,18 @@ mod tests {
         let empty = BatchBuilder::rewrite_of(&orig, None).unwrap().build();
         let e = RecordBatch::parse(&empty).unwrap();
         assert_eq!((e.records_count(), e.last_offset()), (0, orig.last_offset()));
+    }
+
+    #[test]
+    fn parse_from_skips_records_by_length() {
+        let bytes = build(Compression::Gzip, 20);
+        let b = RecordBatch::parse(&bytes).unwrap();
+        let payload = b.records_payload().unwrap();
+        let all = b.records(&payload).unwrap();
+        for skip in [0, 1, 7, 19, 20, 25] {
+            let tail = parse_records_from(&payload, b.records_count(), b.last_offset_delta(), skip).unwrap();
+            assert_eq!(tail, all[skip.min(20) as usize..].to_vec(), "skip {skip}");
+        }
     }
 
     #[test]
