@@ -1,0 +1,276 @@
+"""Micro-benchmarks with pytest-benchmark (not part of the normal test run):
+
+    .venv/bin/python -m pytest benches/test_bench.py --benchmark-only
+
+Each group has seglog and the same work done by kafka-python (its RecordBatch v2
+builder/parser on a plain file) and by sqlite3 (WAL mode), so pytest-benchmark's
+tables compare them. seglog goes through ``Producer``/``Consumer`` when the package
+has them, else through the ``Store`` calls that stand in for them (the test ids
+then say ``store``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import random
+import sqlite3
+import struct
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import seglog
+
+pytest.importorskip("pytest_benchmark")
+
+# Importing `kafka` imports its admin client, which calls a deprecated
+# importlib.resources function (pytest runs with warnings as errors).
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+    from kafka.record.memory_records import MemoryRecords
+
+N = 10_000
+TOPIC = "bench"
+BATCH_BYTES = 16384
+HAS_PRODUCER = hasattr(seglog, "Producer")
+HAS_CONSUMER = hasattr(seglog, "Consumer")
+SEGLOG_SEND = "producer" if HAS_PRODUCER else "store"
+SEGLOG_READ = "consumer" if HAS_CONSUMER else "store"
+
+_rng = random.Random(1)
+KEYS = [i.to_bytes(8, "big") for i in range(N)]
+VALUES = [_rng.randbytes(100) for _ in range(N)]
+RECORDS = list(zip(KEYS, VALUES, strict=True))
+LOOKUPS = [_rng.randrange(N) for _ in range(1000)]
+
+
+def _cycle(offsets: list[int]) -> Callable[[], int]:
+    it: Iterator[int] = iter(())
+
+    def nxt() -> int:
+        nonlocal it
+        for o in it:
+            return o
+        it = iter(offsets)
+        return next(it)
+
+    return nxt
+
+
+# ----------------------------------------------------------------- fixtures
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Any]:
+    s = seglog.open(tmp_path / "store")
+    s.create_topic(TOPIC)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def full_store(store: Any) -> Any:
+    """N records in batches of about 16 KiB (138 records), as a producer makes them."""
+    for lo in range(0, N, 138):
+        store.append(TOPIC, 0, RECORDS[lo : lo + 138])
+    return store
+
+
+def _builder() -> DefaultRecordBatchBuilder:
+    return DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, BATCH_BYTES)
+
+
+class KpLog:
+    """kafka-python batches appended to a file, with an in-memory offset index."""
+
+    def __init__(self, path: Path) -> None:
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.path = path
+        self.next = 0
+        self.pos = 0
+        self.index: list[tuple[int, int, int]] = []  # (base offset, position, size)
+
+    def write(self, buf: bytearray, count: int) -> None:
+        struct.pack_into(">q", buf, 0, self.next)
+        os.write(self.fd, buf)
+        self.index.append((self.next, self.pos, len(buf)))
+        self.next += count
+        self.pos += len(buf)
+
+    def produce(self, records: list[tuple[bytes, bytes]]) -> None:
+        b, count = _builder(), 0
+        for key, value in records:
+            if b.append(count, None, key, value, ()) is None:
+                self.write(b.build(), count)
+                b, count = _builder(), 0
+                b.append(0, None, key, value, ())
+            count += 1
+        if count:
+            self.write(b.build(), count)
+
+
+@pytest.fixture
+def kp_log(tmp_path: Path) -> Iterator[KpLog]:
+    log = KpLog(tmp_path / "00000000000000000000.log")
+    yield log
+    os.close(log.fd)
+
+
+def _sqlite(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute('CREATE TABLE log ("offset" INTEGER PRIMARY KEY, key BLOB, value BLOB)')
+    return conn
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[sqlite3.Connection]:
+    conn = _sqlite(tmp_path / "log.db")
+    yield conn
+    conn.close()
+
+
+def _sq_insert(conn: sqlite3.Connection) -> None:
+    conn.execute("BEGIN")
+    conn.executemany("INSERT INTO log (key, value) VALUES (?, ?)", RECORDS)
+    conn.execute("COMMIT")
+
+
+# ------------------------------------------------------- send a batch of 10k
+
+
+@pytest.mark.benchmark(group="send 10k")
+def test_send_batch_seglog(benchmark: Any, store: Any) -> None:
+    if HAS_PRODUCER:
+        producer = seglog.Producer(store, batch_size=BATCH_BYTES, linger_ms=5)
+
+        def send() -> None:
+            producer.send_batch(TOPIC, VALUES, keys=KEYS)
+            producer.flush()
+
+        benchmark.extra_info["api"] = "Producer.send_batch + flush"
+        benchmark(send)
+        producer.close()
+    else:
+        chunks = [RECORDS[lo : lo + 138] for lo in range(0, N, 138)]
+
+        def append() -> None:
+            for c in chunks:
+                store.append(TOPIC, 0, c)
+
+        benchmark.extra_info["api"] = "[Store stand-in] Store.append, 138 records/call"
+        benchmark(append)
+    assert store.offsets(TOPIC, 0)[1] % N == 0
+
+
+@pytest.mark.benchmark(group="send 10k")
+def test_send_batch_kafka_python(benchmark: Any, kp_log: KpLog) -> None:
+    benchmark(kp_log.produce, RECORDS)
+
+
+@pytest.mark.benchmark(group="send 10k")
+def test_send_batch_sqlite(benchmark: Any, db: sqlite3.Connection) -> None:
+    benchmark(_sq_insert, db)
+
+
+# ----------------------------------------------------------------- read 10k
+
+
+@pytest.mark.benchmark(group="read 10k")
+def test_read_seglog(benchmark: Any, full_store: Any) -> None:
+    def consume() -> int:
+        n = 0
+        c = seglog.Consumer(
+            full_store, TOPIC, group_id=None, auto_offset_reset="earliest", consumer_timeout_ms=0
+        )
+        for r in c:
+            r.offset, r.key, r.value  # noqa: B018
+            n += 1
+        c.close()
+        return n
+
+    def read() -> int:
+        n, offset = 0, 0
+        while records := full_store.read(TOPIC, 0, offset):
+            for r in records:
+                r.offset, r.key, r.value  # noqa: B018
+            n += len(records)
+            offset = records[-1].offset + 1
+        return n
+
+    benchmark.extra_info["api"] = "Consumer iteration" if HAS_CONSUMER else "[Store stand-in] Store.read loop"
+    assert benchmark(consume if HAS_CONSUMER else read) == N
+
+
+@pytest.mark.benchmark(group="read 10k")
+def test_read_kafka_python(benchmark: Any, kp_log: KpLog) -> None:
+    kp_log.produce(RECORDS)
+
+    def read() -> int:
+        n = 0
+        with open(kp_log.path, "rb") as f:
+            for batch in MemoryRecords(f.read()):
+                for r in batch:
+                    r.offset, r.key, r.value  # noqa: B018
+                    n += 1
+        return n
+
+    assert benchmark(read) == N
+
+
+@pytest.mark.benchmark(group="read 10k")
+def test_read_sqlite(benchmark: Any, db: sqlite3.Connection) -> None:
+    _sq_insert(db)
+
+    def read() -> int:
+        return sum(1 for _ in db.execute('SELECT "offset", key, value FROM log ORDER BY "offset"'))
+
+    assert benchmark(read) == N
+
+
+# ------------------------------------------------------------ random lookup
+
+
+@pytest.mark.benchmark(group="random lookup")
+def test_lookup_seglog(benchmark: Any, full_store: Any) -> None:
+    nxt = _cycle(LOOKUPS)
+
+    def lookup() -> bytes:
+        return full_store.read(TOPIC, 0, nxt(), max_bytes=1)[0].key  # type: ignore[no-any-return]
+
+    benchmark.extra_info["api"] = "Store.read(max_bytes=1)"
+    assert len(benchmark(lookup)) == 8
+
+
+@pytest.mark.benchmark(group="random lookup")
+def test_lookup_kafka_python(benchmark: Any, kp_log: KpLog) -> None:
+    kp_log.produce(RECORDS)
+    bases = [b for b, _, _ in kp_log.index]
+    nxt = _cycle(LOOKUPS)
+
+    def lookup() -> bytes | None:
+        offset = nxt()
+        _, pos, size = kp_log.index[bisect.bisect_right(bases, offset) - 1]
+        for r in DefaultRecordBatch(os.pread(kp_log.fd, size, pos)):
+            if r.offset == offset:
+                return r.key  # type: ignore[no-any-return]
+        return None
+
+    assert benchmark(lookup) is not None
+
+
+@pytest.mark.benchmark(group="random lookup")
+def test_lookup_sqlite(benchmark: Any, db: sqlite3.Connection) -> None:
+    _sq_insert(db)
+    nxt = _cycle(LOOKUPS)
+
+    def lookup() -> bytes:
+        return db.execute('SELECT key, value FROM log WHERE "offset" = ?', (nxt() + 1,)).fetchone()[0]  # type: ignore[no-any-return]
+
+    assert len(benchmark(lookup)) == 8
