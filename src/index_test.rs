@@ -1,0 +1,79 @@
+//! Tests of `index`.
+
+use super::*;
+
+#[test]
+fn offset_index_lookup_trim_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("00000000000000000100.index");
+    let mut idx = OffsetIndex::open(&p, 100, 80, true).unwrap();
+    assert_eq!(std::fs::metadata(&p).unwrap().len(), 80, "preallocated");
+    assert_eq!(idx.lookup(150), (100, 0));
+    for i in 1..=5 {
+        idx.append(100 + i * 10, (i * 1000) as u32).unwrap();
+    }
+    assert_eq!(idx.lookup(129), (120, 2000));
+    assert_eq!(idx.lookup(130), (130, 3000));
+    assert_eq!(idx.lookup(99), (100, 0));
+    assert_eq!(idx.lookup(10_000), (150, 5000));
+    // Big-endian on disk: relative offset 10, position 1000.
+    idx.flush().unwrap();
+    let raw = std::fs::read(&p).unwrap();
+    assert_eq!(&raw[0..8], &[0, 0, 0, 10, 0, 0, 0x03, 0xe8]);
+    idx.trim().unwrap();
+    drop(idx);
+    assert_eq!(std::fs::metadata(&p).unwrap().len(), 40, "trimmed to entries");
+    let ro = OffsetIndex::open(&p, 100, 80, false).unwrap();
+    assert_eq!(ro.len(), 5);
+    assert_eq!(ro.lookup(141), (140, 4000));
+    let mut rw = OffsetIndex::open(&p, 100, 80, true).unwrap();
+    assert_eq!(rw.len(), 5);
+    rw.truncate_to(130);
+    assert_eq!(rw.last_entry(), Some((120, 2000)));
+    rw.truncate_to_position(1500);
+    assert_eq!(rw.len(), 1);
+}
+
+#[test]
+fn zero_filled_tail_after_crash_is_not_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("00000000000000000000.index");
+    let mut idx = OffsetIndex::open(&p, 0, 800, true).unwrap();
+    idx.append(7, 4100).unwrap();
+    idx.append(15, 8300).unwrap();
+    idx.flush().unwrap();
+    drop(idx); // no trim: as after a kill
+    assert_eq!(OffsetIndex::open(&p, 0, 800, true).unwrap().len(), 2);
+    assert_eq!(OffsetIndex::open(&p, 0, 800, false).unwrap().len(), 2);
+}
+
+#[test]
+fn full_index_reports_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut idx = OffsetIndex::open(&dir.path().join("a.index"), 0, 16, true).unwrap();
+    idx.append(1, 10).unwrap();
+    assert!(!idx.is_full());
+    idx.append(2, 20).unwrap();
+    assert!(idx.is_full());
+}
+
+#[test]
+fn time_index_is_monotonic_and_searchable() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("00000000000000000000.timeindex");
+    let mut t = TimeIndex::open(&p, 0, 120, true).unwrap();
+    t.maybe_append(1000, 5, false).unwrap();
+    t.maybe_append(900, 8, false).unwrap(); // older timestamp: skipped
+    t.maybe_append(2000, 9, false).unwrap();
+    t.maybe_append(3000, 20, false).unwrap();
+    assert_eq!(t.len(), 3);
+    assert_eq!(t.lookup(500), 0);
+    assert_eq!(t.lookup(1000), 0);
+    assert_eq!(t.lookup(1001), 5);
+    assert_eq!(t.lookup(2500), 9);
+    t.flush().unwrap();
+    let raw = std::fs::read(&p).unwrap();
+    assert_eq!(&raw[0..12], &[0, 0, 0, 0, 0, 0, 0x03, 0xe8, 0, 0, 0, 5]);
+    t.truncate_to(9);
+    assert_eq!(t.len(), 1);
+}

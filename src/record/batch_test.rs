@@ -1,0 +1,195 @@
+//! Tests of `batch`.
+
+use super::*;
+
+fn build(c: Compression, n: usize) -> Vec<u8> {
+    let mut b = BatchBuilder::new(c).base_offset(100);
+    let hdr: [(&[u8], Option<&[u8]>); 2] = [(b"h1", Some(b"v1")), (b"h2", None)];
+    for i in 0..n {
+        let key = format!("key-{i}");
+        let value = format!("value-{i}");
+        b.append(&NewRecord {
+            timestamp: 1_700_000_000_000 + i as i64,
+            key: if i % 3 == 0 { None } else { Some(key.as_bytes()) },
+            value: if i % 5 == 4 { None } else { Some(value.as_bytes()) },
+            headers: if i % 2 == 0 { &hdr } else { &[] },
+        });
+    }
+    b.build()
+}
+
+#[test]
+fn round_trip_every_codec() {
+    for c in [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd]
+    {
+        let bytes = build(c, 50);
+        let batch = RecordBatch::parse(&bytes).unwrap();
+        assert_eq!(batch.base_offset(), 100);
+        assert_eq!(batch.last_offset(), 149);
+        assert_eq!(batch.records_count(), 50);
+        assert_eq!(batch.compression().unwrap(), c);
+        assert_eq!(batch.base_timestamp(), 1_700_000_000_000);
+        assert_eq!(batch.max_timestamp(), 1_700_000_000_049);
+        let payload = batch.records_payload().unwrap();
+        let recs = batch.records(&payload).unwrap();
+        assert_eq!(recs.len(), 50);
+        assert_eq!(recs[1].key, Some(&b"key-1"[..]));
+        assert_eq!(recs[0].key, None);
+        assert_eq!(recs[4].value, None);
+        assert_eq!(recs[2].headers, vec![(&b"h1"[..], Some(&b"v1"[..])), (&b"h2"[..], None)]);
+        assert_eq!(recs[49].offset_delta, 49);
+        assert_eq!(recs[49].timestamp_delta, 49);
+    }
+}
+
+/// The exact bytes of a one-record batch, worked out by hand from the format spec.
+#[test]
+fn golden_bytes_single_record() {
+    let mut b = BatchBuilder::new(Compression::None);
+    b.append(&NewRecord { timestamp: 1000, key: Some(b"k"), value: Some(b"v"), headers: &[] });
+    let bytes = b.build();
+    let record = [
+        0x10, // body length 8, zig-zag encoded
+        0x00, // attributes
+        0x00, // timestampDelta 0
+        0x00, // offsetDelta 0
+        0x02, b'k', // key length 1
+        0x02, b'v', // value length 1
+        0x00, // no headers
+    ];
+    let mut expect = Vec::new();
+    expect.extend_from_slice(&0i64.to_be_bytes()); // baseOffset
+    expect.extend_from_slice(&((HEADER_LEN - LOG_OVERHEAD + record.len()) as i32).to_be_bytes());
+    expect.extend_from_slice(&(-1i32).to_be_bytes()); // partitionLeaderEpoch
+    expect.push(2); // magic
+    expect.extend_from_slice(&[0, 0, 0, 0]); // crc placeholder
+    expect.extend_from_slice(&0i16.to_be_bytes()); // attributes
+    expect.extend_from_slice(&0i32.to_be_bytes()); // lastOffsetDelta
+    expect.extend_from_slice(&1000i64.to_be_bytes()); // baseTimestamp
+    expect.extend_from_slice(&1000i64.to_be_bytes()); // maxTimestamp
+    expect.extend_from_slice(&(-1i64).to_be_bytes()); // producerId
+    expect.extend_from_slice(&(-1i16).to_be_bytes()); // producerEpoch
+    expect.extend_from_slice(&(-1i32).to_be_bytes()); // baseSequence
+    expect.extend_from_slice(&1i32.to_be_bytes()); // recordsCount
+    expect.extend_from_slice(&record);
+    let crc = crc32c::crc32c(&expect[21..]);
+    expect[17..21].copy_from_slice(&crc.to_be_bytes());
+    assert_eq!(bytes, expect);
+    // CRC-32C of a known string, to pin the polynomial (Castagnoli, not IEEE).
+    assert_eq!(crc32c::crc32c(b"123456789"), 0xe306_9283);
+}
+
+#[test]
+fn validation_errors_are_typed() {
+    let bytes = build(Compression::None, 3);
+    assert!(matches!(RecordBatch::parse(&bytes[..30]), Err(CorruptBatch::TooShort { .. })));
+    assert!(matches!(RecordBatch::parse(&bytes[..bytes.len() - 1]), Err(CorruptBatch::LengthPastEnd { .. })));
+    let mut bad = bytes.clone();
+    bad[16] = 1;
+    assert!(matches!(RecordBatch::parse(&bad), Err(CorruptBatch::BadMagic(1))));
+    let mut bad = bytes.clone();
+    let n = bad.len();
+    bad[n - 2] ^= 0xff;
+    assert!(matches!(RecordBatch::parse(&bad), Err(CorruptBatch::CrcMismatch { .. })));
+    // Offsets and leader epoch are outside the CRC.
+    let mut moved = bytes.clone();
+    set_base_offset(&mut moved, 77);
+    set_partition_leader_epoch(&mut moved, 5);
+    assert_eq!(RecordBatch::parse(&moved).unwrap().base_offset(), 77);
+}
+
+#[test]
+fn corrupt_records_are_errors_not_panics() {
+    let bytes = build(Compression::None, 5);
+    // Flip every payload byte in turn and fix up the CRC: decoding must either
+    // succeed or return an error, never panic.
+    for i in HEADER_LEN..bytes.len() {
+        let mut bad = bytes.clone();
+        bad[i] = bad[i].wrapping_add(0x41);
+        let crc = crc32c::crc32c(&bad[ATTRIBUTES..]);
+        bad[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
+        let batch = RecordBatch::parse(&bad).unwrap();
+        let payload = batch.records_payload().unwrap();
+        let _ = batch.records(&payload);
+    }
+}
+
+#[test]
+fn log_append_time_rewrites_crc() {
+    let mut bytes = build(Compression::Lz4, 4);
+    set_log_append_time(&mut bytes, 42);
+    let b = RecordBatch::parse(&bytes).unwrap();
+    assert_eq!(b.timestamp_type(), TimestampType::LogAppendTime);
+    assert_eq!(b.max_timestamp(), 42);
+    assert_eq!(b.compression().unwrap(), Compression::Lz4);
+}
+
+#[test]
+fn rewrite_keeps_offsets_times_and_sets_delete_horizon() {
+    let bytes = build(Compression::Zstd, 10);
+    let orig = RecordBatch::parse(&bytes).unwrap();
+    let payload = orig.records_payload().unwrap();
+    let recs = orig.records(&payload).unwrap();
+    let mut b = BatchBuilder::rewrite_of(&orig, Some(5_000)).unwrap();
+    for r in recs.iter().filter(|r| r.offset_delta % 3 == 1) {
+        let ts = orig.base_timestamp() + r.timestamp_delta;
+        b.append_at(
+            r.offset_delta,
+            &NewRecord { timestamp: ts, key: r.key, value: r.value, headers: &r.headers },
+        );
+    }
+    let out = b.build();
+    let c = RecordBatch::parse(&out).unwrap();
+    assert_eq!((c.base_offset(), c.last_offset()), (orig.base_offset(), orig.last_offset()));
+    assert!(c.has_delete_horizon());
+    assert_eq!(c.base_timestamp(), 5_000);
+    assert_eq!(c.max_timestamp(), orig.max_timestamp());
+    assert_eq!(c.compression().unwrap(), Compression::Zstd);
+    let p2 = c.records_payload().unwrap();
+    let kept = c.records(&p2).unwrap();
+    assert_eq!(kept.iter().map(|r| r.offset_delta).collect::<Vec<_>>(), vec![1, 4, 7]);
+    // Record timestamps survive the new base.
+    assert_eq!(c.base_timestamp() + kept[1].timestamp_delta, 1_700_000_000_004);
+    // An empty rewrite keeps the offsets: the log end does not move.
+    let empty = BatchBuilder::rewrite_of(&orig, None).unwrap().build();
+    let e = RecordBatch::parse(&empty).unwrap();
+    assert_eq!((e.records_count(), e.last_offset()), (0, orig.last_offset()));
+}
+
+#[test]
+fn parse_from_skips_records_by_length() {
+    let bytes = build(Compression::Gzip, 20);
+    let b = RecordBatch::parse(&bytes).unwrap();
+    let payload = b.records_payload().unwrap();
+    let all = b.records(&payload).unwrap();
+    for skip in [0, 1, 7, 19, 20, 25] {
+        let tail = parse_records_from(&payload, b.records_count(), b.last_offset_delta(), skip).unwrap();
+        assert_eq!(tail, all[skip.min(20) as usize..].to_vec(), "skip {skip}");
+    }
+}
+
+#[test]
+fn build_batches_splits_by_size() {
+    let v = vec![1u8; 1000];
+    let recs: Vec<NewRecord<'_>> =
+        (0..50).map(|i| NewRecord { timestamp: i, key: None, value: Some(&v), headers: &[] }).collect();
+    let buf = build_batches(&recs, Compression::None, TimestampType::CreateTime, 10_000);
+    let batches: Vec<_> = BatchIter::new(&buf, true).map(|b| b.unwrap()).collect();
+    assert!(batches.len() >= 5);
+    assert_eq!(batches.iter().map(|b| b.records_count()).sum::<i32>(), 50);
+    assert!(batches.iter().all(|b| b.size() <= 10_000 + 1100));
+}
+
+#[test]
+fn batch_iter_stops_at_partial_tail() {
+    let mut log = build(Compression::None, 2);
+    log.extend(build(Compression::Gzip, 2));
+    let full = log.len();
+    log.extend_from_slice(&build(Compression::None, 2)[..20]);
+    let mut it = BatchIter::new(&log, true);
+    assert!(it.next().unwrap().is_ok());
+    assert!(it.next().unwrap().is_ok());
+    assert_eq!(it.position(), full);
+    assert!(it.next().unwrap().is_err());
+    assert!(it.next().is_none());
+}

@@ -1,0 +1,118 @@
+//! Tests of `segment`.
+
+use super::*;
+use crate::record::{BatchBuilder, Compression, NewRecord};
+
+fn batch(base: i64, n: usize, ts: i64) -> (Vec<u8>, BatchInfo) {
+    let mut b = BatchBuilder::new(Compression::None).base_offset(base);
+    let v = vec![7u8; 100];
+    for i in 0..n {
+        b.append(&NewRecord { timestamp: ts + i as i64, key: None, value: Some(&v), headers: &[] });
+    }
+    let bytes = b.build();
+    let info = BatchInfo::from_batch(0, &RecordBatch::parse(&bytes).unwrap());
+    (bytes, info)
+}
+
+fn filled(dir: &Path, batches: i64) -> Segment {
+    let seg = Segment::open(dir, 0, 1 << 20, SegmentMode::Active).unwrap();
+    for i in 0..batches {
+        let (bytes, info) = batch(i * 10, 10, 1000 + i * 100);
+        seg.append(&bytes, &info, 4096).unwrap();
+    }
+    seg
+}
+
+#[test]
+fn names_are_twenty_digits() {
+    assert_eq!(file_name(42, ".log"), "00000000000000000042.log");
+    assert_eq!(parse_file_name("00000000000000000042.log", ".log"), Some(42));
+    assert_eq!(parse_file_name("42.log", ".log"), None);
+    assert_eq!(parse_file_name("0000000000000000004x.log", ".log"), None);
+}
+
+#[test]
+fn append_index_and_find() {
+    let dir = tempfile::tempdir().unwrap();
+    let seg = filled(dir.path(), 100);
+    let end = seg.size();
+    assert!(seg.indexes.lock().offsets.len() > 10, "sparse index written");
+    for target in [0, 5, 9, 10, 555, 999] {
+        let b = seg.find_batch(target, end).unwrap().unwrap();
+        assert!(b.base_offset <= target && target <= b.last_offset, "{target}");
+    }
+    assert!(seg.find_batch(1000, end).unwrap().is_none());
+    let r = seg.range_from(500, 3000, end).unwrap().unwrap();
+    assert_eq!(r.length % (batch(0, 10, 0).0.len() as u64), 0, "whole batches only");
+    let t = seg.find_by_timestamp(1000 + 50 * 100 + 5, end).unwrap().unwrap();
+    assert_eq!(t.base_offset, 500);
+    assert_eq!(seg.last_batch(end).unwrap().unwrap().last_offset, 999);
+}
+
+#[test]
+fn recover_truncates_torn_tail_and_rebuilds_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let seg = filled(dir.path(), 50);
+    let good = seg.size();
+    let entries = seg.indexes.lock().offsets.len();
+    // A torn write: half a batch after the good data.
+    let (bytes, _) = batch(500, 10, 0);
+    seg.log.write_all_at(&bytes[..bytes.len() / 2], good).unwrap();
+    drop(seg);
+    let seg = Segment::open(dir.path(), 0, 1 << 20, SegmentMode::Active).unwrap();
+    let r = seg.recover(4096, 1 << 20, false).unwrap();
+    assert_eq!(r.valid_bytes, good);
+    assert_eq!(r.next_offset, Some(500));
+    assert_eq!(r.truncated_bytes, bytes.len() as u64 / 2);
+    assert_eq!(seg.log.metadata().unwrap().len(), good);
+    assert_eq!(seg.indexes.lock().offsets.len(), entries);
+}
+
+#[test]
+fn recover_stops_at_a_negative_or_huge_batch_length() {
+    for bad_len in [-1i32, i32::MIN, i32::MAX, 10] {
+        let dir = tempfile::tempdir().unwrap();
+        let seg = filled(dir.path(), 5);
+        let one = batch(0, 10, 0).0.len() as u64;
+        seg.log.write_all_at(&bad_len.to_be_bytes(), one * 3 + 8).unwrap();
+        let r = seg.recover(4096, 1 << 20, false).unwrap();
+        assert_eq!(r.next_offset, Some(30), "length {bad_len}");
+        assert_eq!(r.valid_bytes, one * 3);
+    }
+}
+
+#[test]
+fn recover_stops_at_crc_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let seg = filled(dir.path(), 20);
+    let one = batch(0, 10, 0).0.len() as u64;
+    // A baseOffset moved up (outside the CRC) is caught by contiguity.
+    let mut head = [0u8; 8];
+    seg.read_exact_at(&mut head, one * 12).unwrap();
+    head[7] ^= 0x80; // 120 becomes 248
+    seg.log.write_all_at(&head, one * 12).unwrap();
+    // A compacted log allows the jump (and stops at the batch after it)...
+    assert!(seg.recover(4096, 1 << 20, true).unwrap().next_offset.is_some_and(|o| o > 130));
+    // ...any other log cuts it off.
+    assert_eq!(seg.recover(4096, 1 << 20, false).unwrap().next_offset, Some(120));
+    // Flip a byte inside the 8th batch.
+    seg.log.write_all_at(&[0xff], one * 7 + 100).unwrap();
+    let r = seg.recover(4096, 1 << 20, false).unwrap();
+    assert_eq!(r.valid_bytes, one * 7);
+    assert_eq!(r.next_offset, Some(70));
+}
+
+#[test]
+fn seal_trims_indexes_and_truncate_cuts_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let seg = filled(dir.path(), 100);
+    seg.seal().unwrap();
+    let (_, idx, _) = Segment::paths(dir.path(), 0);
+    let n = seg.indexes.lock().offsets.len() as u64;
+    assert_eq!(fs::metadata(idx).unwrap().len(), n * 8);
+    drop(seg);
+    let seg = Segment::open(dir.path(), 0, 1 << 20, SegmentMode::Active).unwrap();
+    let removed = seg.truncate_to(555).unwrap();
+    assert!(removed > 0);
+    assert_eq!(seg.last_batch(seg.size()).unwrap().unwrap().last_offset, 549);
+}
