@@ -66,7 +66,7 @@ $(VENV)/.bench-installed: pyproject.toml | $(PY)
 	touch $@
 
 wheel: $(DEPS)
-	$(BIN)/maturin build --release --out dist
+	$(BIN)/maturin build --release --strip --out dist
 
 clean:
 	rm -rf $(VENV) target dist
