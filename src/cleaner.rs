@@ -123,6 +123,7 @@ impl PartitionLog {
             return Ok(None);
         }
         let _m = self.maintenance.lock();
+        self.check_open()?;
         let segs: Vec<Arc<Segment>> = self.segments.read().values().cloned().collect();
         let Some((active, inactive)) = segs.split_last() else { return Ok(None) };
         let first_dirty = first_dirty.max(self.log_start_offset());
@@ -233,10 +234,17 @@ impl PartitionLog {
         sync_dir(&self.dir)?;
         let config = self.config();
         let _w = self.writer.lock();
+        if let Err(e) = self.check_open() {
+            // Closed meanwhile: leave the log as it was; recovery drops the swap.
+            let _ = fs::remove_file(&swap_path);
+            return Err(e);
+        }
         let mut deleted = Vec::new();
         for seg in group {
             deleted.extend(rename_deleted(&self.dir, seg.base_offset)?);
         }
+        // The old segments must be gone, durably, before the swap takes their place.
+        sync_dir(&self.dir)?;
         fs::rename(&swap_path, self.dir.join(file_name(base, ".log"))).map_err(Error::at(&swap_path))?;
         sync_dir(&self.dir)?;
         let new = Segment::open(&self.dir, base, config.segment_index_bytes, SegmentMode::Active)?;

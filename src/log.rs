@@ -132,10 +132,13 @@ pub struct PartitionLog {
     /// Files renamed `.deleted`, removed once their time comes.
     pub(crate) pending_deletes: Mutex<Vec<(Instant, PathBuf)>>,
     /// One maintenance task (retention, cleaning) at a time per partition.
-    pub(crate) maintenance: Mutex<()>,
+    pub maintenance: Mutex<()>,
     /// The earliest delete horizon the cleaner wrote (i64::MAX: none known): once
     /// it passes, the log is cleanable again even with nothing dirty.
     pub(crate) tombstone_horizon: AtomicI64,
+    /// Set when an fsync failed: the kernel may have dropped the dirty pages, so
+    /// a later fsync that succeeds proves nothing. The log refuses writes.
+    sync_failed: AtomicBool,
 }
 
 fn list_segments(dir: &Path) -> Result<Vec<i64>> {
@@ -201,6 +204,7 @@ impl PartitionLog {
             pending_deletes: Mutex::new(Vec::new()),
             maintenance: Mutex::new(()),
             tombstone_horizon: AtomicI64::new(i64::MAX),
+            sync_failed: AtomicBool::new(false),
         }
     }
 
@@ -354,6 +358,14 @@ impl PartitionLog {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
+        if self.sync_failed.load(Ordering::Acquire) {
+            return Err(Error::IoAt {
+                path: self.dir.clone(),
+                source: std::io::Error::other(
+                    "an earlier fsync of this log failed; reopen the store to recover",
+                ),
+            });
+        }
         Ok(())
     }
 
@@ -501,7 +513,10 @@ impl PartitionLog {
         let from = st.flushed_to;
         drop(st);
         let end = self.log_end_offset();
-        let result = self.sync_range(from, indexes_too);
+        let result = self.check_open().and_then(|_| self.sync_range(from, indexes_too));
+        if matches!(result, Err(Error::IoAt { .. } | Error::Io(_))) {
+            self.sync_failed.store(true, Ordering::Release);
+        }
         let mut st = self.flush.lock();
         st.running = false;
         if result.is_ok() && end > st.flushed_to {
@@ -576,7 +591,9 @@ impl PartitionLog {
             Err(e) => return Err(e),
         };
         let mut segs = self.segments.write();
-        segs.retain(|b, _| bases.binary_search(b).is_ok());
+        // A segment whose file was replaced (a cleaning swapped in a new one) is
+        // reopened: the old handle reads the unlinked pre-clean file.
+        segs.retain(|b, seg| bases.binary_search(b).is_ok() && !seg.file_replaced());
         for &base in &bases {
             if segs.contains_key(&base) {
                 continue;
@@ -695,12 +712,35 @@ impl PartitionLog {
         if self.read_only {
             return Err(Error::ReadOnly("truncate"));
         }
+        // Lock order as everywhere: maintenance, then writer. Cleaning and
+        // retention must not rewrite segments this cuts away.
+        let _m = self.maintenance.lock();
         let _w = self.writer.lock();
         self.check_open()?;
         let start = self.log_start_offset();
         if offset >= self.log_end_offset() {
             return Ok(());
         }
+        // No flush may run across a truncation: one that read the old log end
+        // would otherwise mark re-appended offsets durable.
+        let mut st = self.flush.lock();
+        while st.running {
+            self.flushed.wait(&mut st);
+        }
+        st.running = true;
+        drop(st);
+        let result = self.truncate_locked(offset, start);
+        let end = self.log_end_offset();
+        let mut st = self.flush.lock();
+        st.running = false;
+        st.flushed_to = st.flushed_to.min(end);
+        self.recovery_point.fetch_min(end, Ordering::AcqRel);
+        drop(st);
+        self.flushed.notify_all();
+        result
+    }
+
+    fn truncate_locked(&self, offset: i64, start: i64) -> Result<()> {
         if offset < start {
             return Err(Error::OffsetOutOfRange {
                 topic: self.topic.clone(),
@@ -730,9 +770,6 @@ impl PartitionLog {
         let end = active.last_batch(active.size())?.map_or(base, |b| b.last_offset + 1);
         self.segments.write().insert(base, active);
         self.end_offset.store(end, Ordering::Release);
-        self.recovery_point.fetch_min(end, Ordering::AcqRel);
-        let mut st = self.flush.lock();
-        st.flushed_to = st.flushed_to.min(end);
         self.dir_dirty.store(true, Ordering::Release);
         Ok(())
     }

@@ -313,6 +313,10 @@ impl Producer {
         }
         let timestamp = timestamp.unwrap_or_else(now_ms);
         let mut acc = self.shared.acc.lock();
+        if acc.closing {
+            // close() ran since the check above: no sender is left for this record.
+            return Err(Error::ClientClosed("producer"));
+        }
         if acc.buffered + size > config.buffer_memory && acc.buffered > 0 {
             return Ok(SendOutcome::WouldBlock(size));
         }
@@ -419,9 +423,19 @@ impl Producer {
         Ok(())
     }
 
+    fn on_sender_thread(&self) -> bool {
+        self.sender.lock().as_ref().is_some_and(|h| h.thread().id() == std::thread::current().id())
+    }
+
     /// Sends every open batch now and waits until all records sent before this
     /// call are delivered (or failed).
     pub fn flush(&self, timeout: Option<Duration>) -> Result<()> {
+        if self.on_sender_thread() {
+            // Only this thread sends: waiting here would wait for ourselves.
+            return Err(Error::InvalidArgument(
+                "flush() and close() cannot be called from a delivery callback".into(),
+            ));
+        }
         let cells: Vec<Arc<DeliveryCell>> = {
             let mut acc = self.shared.acc.lock();
             let keys: Vec<(Arc<str>, i32)> = acc.partitions.keys().cloned().collect();
@@ -451,6 +465,11 @@ impl Producer {
     /// Flushes, then stops the sender thread (waiting for it to end if `join`).
     /// Later sends fail.
     pub fn close(&self, timeout: Option<Duration>, join: bool) -> Result<()> {
+        if self.on_sender_thread() {
+            return Err(Error::InvalidArgument(
+                "flush() and close() cannot be called from a delivery callback".into(),
+            ));
+        }
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
@@ -536,6 +555,9 @@ impl BatchSink<'_> {
         let mut result: BatchCells = Vec::new();
         {
             let mut acc = shared.acc.lock();
+            if acc.closing {
+                return Err(Error::ClientClosed("producer"));
+            }
             for (p, builder) in self.done {
                 let pkey = (self.name.clone(), p);
                 if !acc.partitions.contains_key(&pkey) {

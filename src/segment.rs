@@ -91,6 +91,8 @@ pub struct Segment {
     size: AtomicU64,
     indexes: Mutex<IndexState>,
     writable: bool,
+    /// The inode of the log file when opened, to notice a replaced file.
+    inode: u64,
 }
 
 /// What recovery found in a segment.
@@ -134,7 +136,9 @@ impl Segment {
             .truncate(false)
             .open(&log_path)
             .map_err(Error::at(&log_path))?;
-        let mut size = log.metadata().map_err(Error::at(&log_path))?.len();
+        let meta = log.metadata().map_err(Error::at(&log_path))?;
+        let mut size = meta.len();
+        let inode = std::os::unix::fs::MetadataExt::ino(&meta);
         let (offsets, times) = if writable || (index_path.exists() && time_path.exists()) {
             (
                 OffsetIndex::open(&index_path, base_offset, index_bytes, writable)?,
@@ -165,7 +169,16 @@ impl Segment {
                 first_batch_timestamp: None,
             }),
             writable,
+            inode,
         })
+    }
+
+    /// Whether the path now names another file than the one this handle reads.
+    pub fn file_replaced(&self) -> bool {
+        match fs::metadata(&self.log_path) {
+            Ok(m) => std::os::unix::fs::MetadataExt::ino(&m) != self.inode,
+            Err(_) => true,
+        }
     }
 
     pub fn log_path(&self) -> &Path {

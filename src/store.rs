@@ -271,6 +271,7 @@ impl Store {
             }
             report.files_removed += p.remove_deleted_files(false)?;
         }
+        self.check_open()?;
         self.write_checkpoints()?;
         Ok(report)
     }
@@ -661,6 +662,8 @@ impl Store {
         }
         let mut first_err = None;
         for p in self.all_partitions() {
+            // Waits for a retention or cleaning pass in progress on it.
+            let _m = p.maintenance.lock();
             if let Err(e) = p.close().and_then(|_| p.remove_deleted_files(true).map(|_| ())) {
                 first_err.get_or_insert(e);
             }

@@ -242,3 +242,19 @@ def test_delete_records_is_seen_by_other_processes_at_once(store_path: Path) -> 
         assert out.stdout.strip() == "(45, 60)", out.stderr
         with pytest.raises(seglog.OffsetOutOfRangeError):
             w.read("t", 0, 10)
+
+
+def test_a_reader_opened_before_a_cleaning_sees_the_cleaned_segments(store_path: Path) -> None:
+    with seglog.open(store_path) as w:
+        w.create_topic("c", 1, config={"cleanup.policy": "compact", "segment.bytes": 1024})
+        for i in range(30):
+            w.append("c", 0, [(b"k%d" % (j % 4), b"v%d" % i) for j in range(5)])
+        reader = seglog.open(store_path, read_only=True)
+        assert len(read_all(reader, "c")) == 150
+        w.clean_topic("c")
+        # The reader's handles point at files the cleaning replaced: it must
+        # notice and read the cleaned segments, whose records are each key's latest.
+        records = read_all(reader, "c")
+        assert len(records) < 150
+        assert {r.key: r.value for r in records} == {b"k%d" % k: b"v29" for k in range(4)}
+        reader.close()

@@ -701,3 +701,22 @@ def test_send_batch_takes_a_chunked_array(store: seglog.Store) -> None:
     with seglog.Producer(store) as producer:
         assert producer.send_batch("t", values, partition=0) == [(0, 0, 2)]
     assert [r.value for r in store.read("t", 0, 0)] == [b"a", None, b"c"]
+
+
+def test_flush_from_a_delivery_callback_is_refused_not_a_deadlock(store: seglog.Store) -> None:
+    store.create_topic("t")
+    outcome: list[BaseException | None] = []
+    done = threading.Event()
+    with seglog.Producer(store, linger_ms=0) as producer:
+
+        def callback(md: seglog.RecordMetadata) -> None:
+            try:
+                producer.flush(timeout=5)
+                outcome.append(None)
+            except BaseException as e:
+                outcome.append(e)
+            done.set()
+
+        producer.send("t", b"x").add_callback(callback)
+        assert done.wait(WAIT)
+    assert isinstance(outcome[0], ValueError) and "callback" in str(outcome[0])
