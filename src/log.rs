@@ -638,6 +638,18 @@ impl PartitionLog {
         self.check_open()?;
         if self.read_only && offset >= self.log_end_offset() {
             self.follow_writer_until(offset.saturating_add(1))?;
+            if offset >= self.log_end_offset() {
+                // Caught up to a damaged batch: say so, rather than look like the end.
+                let active = self.segments.read().values().next_back().cloned();
+                if let Some((seg, pos)) = active.and_then(|s| s.damaged_at().map(|p| (s, p))) {
+                    return Err(CorruptBatch::BadRecord(format!(
+                        "the batch at position {pos} of {} is damaged (a valid batch follows it); \
+                         the writer's next recovery cuts the log there",
+                        seg.log_path().display()
+                    ))
+                    .into());
+                }
+            }
         }
         let end = self.log_end_offset();
         let start = self.log_start_offset();

@@ -93,6 +93,9 @@ pub struct Segment {
     writable: bool,
     /// The inode of the log file when opened, to notice a replaced file.
     inode: u64,
+    /// For a reader: where a damaged batch sits that a valid one follows (so it
+    /// is no write in progress), or u64::MAX.
+    damaged_at: AtomicU64,
 }
 
 /// What recovery found in a segment.
@@ -170,7 +173,13 @@ impl Segment {
             }),
             writable,
             inode,
+            damaged_at: AtomicU64::new(u64::MAX),
         })
+    }
+
+    /// The position of a damaged batch a reader found, if any.
+    pub fn damaged_at(&self) -> Option<u64> {
+        Some(self.damaged_at.load(Ordering::Acquire)).filter(|&p| p != u64::MAX)
     }
 
     /// Whether the path now names another file than the one this handle reads.
@@ -506,7 +515,20 @@ impl Segment {
             if size < HEADER_LEN || pos + size as u64 > file_size {
                 break;
             }
-            let bytes = self.read_bytes(pos, size)?;
+            let mut bytes = self.read_bytes(pos, size)?;
+            if RecordBatch::parse(&bytes).is_err() {
+                // Torn (the writer is still writing it) or damaged? The writer
+                // appends one batch at a time, so if a whole, valid batch follows,
+                // this one was finished first: read it again to tell.
+                if !self.valid_batch_at(pos + size as u64, file_size)? {
+                    break;
+                }
+                bytes = self.read_bytes(pos, size)?;
+                if RecordBatch::parse(&bytes).is_err() {
+                    self.damaged_at.store(pos, Ordering::Release);
+                    break;
+                }
+            }
             let Ok(batch) = RecordBatch::parse(&bytes) else { break };
             next = Some(batch.last_offset() + 1);
             pos += size as u64;
@@ -516,6 +538,19 @@ impl Segment {
             self.indexes.lock().offsets.reload()?;
         }
         Ok(next)
+    }
+
+    fn valid_batch_at(&self, pos: u64, file_size: u64) -> Result<bool> {
+        if pos + HEADER_LEN as u64 > file_size {
+            return Ok(false);
+        }
+        let mut head = [0u8; LOG_OVERHEAD];
+        self.read_exact_at(&mut head, pos)?;
+        let Some((_, size)) = peek_offset_and_size(&head) else { return Ok(false) };
+        if size < HEADER_LEN || pos + size as u64 > file_size {
+            return Ok(false);
+        }
+        Ok(RecordBatch::parse(&self.read_bytes(pos, size)?).is_ok())
     }
 
     /// Cuts the segment back to just before the batch holding `offset`.

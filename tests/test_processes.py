@@ -8,6 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import seglog
 
 
@@ -89,3 +91,22 @@ def test_read_only_process_follows_a_live_writer(store_path: Path) -> None:
         assert reader.returncode == 0, err
         assert int(out) == total
         assert store.describe("t").partitions[0].segment_count > 20, "the reader crossed many rolls"
+
+
+def test_a_reader_reports_damage_in_the_middle_of_the_log(store_path: Path) -> None:
+    with seglog.open(store_path) as s:
+        s.create_topic("t")
+        for i in range(4):
+            s.append("t", 0, [b"batch %d record %d" % (i, j) for j in range(10)])
+    log = store_path / "t-0" / "00000000000000000000.log"
+    data = bytearray(log.read_bytes())
+    size = len(data) // 4  # four batches of the same size
+    data[2 * size + size // 2] ^= 0xFF  # inside the third batch; the fourth is intact
+    log.write_bytes(bytes(data))
+    reader = seglog.open(store_path, read_only=True)
+    # Everything before the damage is served...
+    assert [r.offset for r in reader.read("t", 0, 0, max_bytes=1 << 20)] == list(range(20))
+    # At the damaged batch the reader says so, rather than look caught up.
+    with pytest.raises(seglog.CorruptRecordError, match="damaged"):
+        reader.read("t", 0, 20)
+    reader.close()
