@@ -312,10 +312,7 @@ impl Store {
         max_bytes: u64,
         max_records: Option<usize>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let name = topic.to_str()?;
-        let core = self.core()?;
-        let batches = py.detach(|| read_records(core, name, partition, offset, max_bytes))?;
-        to_records(py, topic, partition, &batches, offset, max_records.unwrap_or(usize::MAX))
+        Ok(self.read_next(py, topic, partition, offset, max_bytes, max_records)?.0)
     }
 
     /// As `read`, plus the offset after the last batch read (which may hold no
