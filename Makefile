@@ -39,7 +39,7 @@ run: develop
 test: test-rust test-python
 
 test-rust:
-	cargo test --quiet
+	cargo test --quiet --workspace
 
 test-python: develop
 	$(PY) -m pytest $(PYTEST_ARGS)
@@ -50,7 +50,7 @@ test-crash: develop
 
 lint: develop
 	cargo fmt --check
-	cargo clippy --all-targets --features python -- -D warnings
+	cargo clippy --workspace --all-targets -- -D warnings
 	$(BIN)/ruff check python tests benches examples
 	$(BIN)/ruff format --check python tests benches examples
 	$(PY) -m mypy python/seglog

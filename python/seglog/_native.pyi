@@ -131,6 +131,11 @@ class Store:
         request is (topic, partition, offset); reading stops at `max_records` in
         all or `max_bytes` per partition. Returns the columns (as bytes, see
         seglog._consumer) and each partition's next offset (None if nothing read)."""
+    def load_committed(self, group: str) -> tuple[dict[tuple[str, int], tuple[int, str]], int]:
+        """The committed (offset, metadata) per (topic, partition) of a consumer
+        group, and how many records of __consumer_offsets could not be parsed."""
+    def commit_offsets(self, group: str, offsets: dict[tuple[str, int], tuple[int, str]]) -> None:
+        """Appends a consumer group's commits to __consumer_offsets, durably."""
     def truncate_to(self, topic: str, partition: int, offset: int) -> None: ...
     def run_maintenance(self, topic: str | None = None, force_clean: bool = False) -> dict[str, int]:
         """Retention, compaction and removal of `.deleted` files now (for every

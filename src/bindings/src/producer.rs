@@ -1,0 +1,577 @@
+//! `seglog._native.Producer` and its delivery futures. `send` runs with the GIL
+//! held (it only encodes into memory); waiting, flushing and closing release it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+
+use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+
+use super::errors::{to_py, SeglogError};
+use super::store::Store;
+use seglog_core::client::producer::{
+    Acks, DeliveryCell, DeliveryResult, Producer as CoreProducer, ProducerConfig, SendOutcome,
+};
+use seglog_core::clock::now_ms;
+use seglog_core::error::Error;
+use seglog_core::record::batch::HeaderRef;
+use seglog_core::record::{Compression, NewRecord, TimestampType};
+
+/// Where a record landed: Kafka's RecordMetadata.
+#[pyclass(frozen, module = "seglog", name = "RecordMetadata")]
+pub struct RecordMetadata {
+    #[pyo3(get)]
+    topic: Py<PyString>,
+    #[pyo3(get)]
+    partition: i32,
+    #[pyo3(get)]
+    offset: i64,
+    /// The record's timestamp, or the log's append time for LogAppendTime topics.
+    #[pyo3(get)]
+    timestamp: i64,
+    /// 0 = CreateTime, 1 = LogAppendTime.
+    #[pyo3(get)]
+    timestamp_type: i32,
+}
+
+#[pymethods]
+impl RecordMetadata {
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!(
+            "RecordMetadata(topic={:?}, partition={}, offset={}, timestamp={})",
+            self.topic.bind(py).to_string(),
+            self.partition,
+            self.offset,
+            self.timestamp
+        )
+    }
+    fn __eq__(&self, py: Python<'_>, other: &Self) -> PyResult<bool> {
+        Ok(self.topic.bind(py).to_str()? == other.topic.bind(py).to_str()?
+            && (self.partition, self.offset, self.timestamp)
+                == (other.partition, other.offset, other.timestamp))
+    }
+}
+
+/// The pending result of one `send`, like kafka-python's FutureRecordMetadata.
+#[pyclass(frozen, module = "seglog", name = "FutureRecordMetadata")]
+pub struct FutureRecordMetadata {
+    cell: Arc<DeliveryCell>,
+    topic: Py<PyString>,
+    partition: i32,
+    index: i32,
+    timestamp: i64,
+}
+
+fn metadata(
+    py: Python<'_>,
+    topic: &Py<PyString>,
+    partition: i32,
+    index: i32,
+    timestamp: i64,
+    r: &DeliveryResult,
+) -> PyResult<RecordMetadata> {
+    match r {
+        Ok(d) => Ok(RecordMetadata {
+            topic: topic.clone_ref(py),
+            partition,
+            offset: d.base_offset + i64::from(index),
+            timestamp: if d.log_append_time >= 0 { d.log_append_time } else { timestamp },
+            timestamp_type: if d.log_append_time >= 0 {
+                TimestampType::LogAppendTime.id()
+            } else {
+                TimestampType::CreateTime.id()
+            },
+        }),
+        Err(e) => Err(clone_error(e)),
+    }
+}
+
+fn clone_error(e: &Arc<Error>) -> PyErr {
+    // Errors are shared by every record of a batch; each raise gets its own copy.
+    match &**e {
+        Error::IoAt { path, source } => to_py(Error::IoAt {
+            path: path.clone(),
+            source: source.raw_os_error().map_or_else(
+                || std::io::Error::new(source.kind(), source.to_string()),
+                std::io::Error::from_raw_os_error,
+            ),
+        }),
+        Error::RecordTooLarge { size, max } => to_py(Error::RecordTooLarge { size: *size, max: *max }),
+        Error::Closed => to_py(Error::Closed),
+        other => SeglogError::new_err(other.to_string()),
+    }
+}
+
+#[pymethods]
+impl FutureRecordMetadata {
+    /// Waits for delivery and returns the RecordMetadata, or raises the error.
+    #[pyo3(signature = (timeout = None))]
+    fn get(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<RecordMetadata> {
+        let limit = match timeout {
+            Some(t) if !(t >= 0.0 && t.is_finite()) => {
+                return Err(PyValueError::new_err(format!("timeout must be a finite number >= 0, got {t}")))
+            }
+            t => t.map(Duration::from_secs_f64),
+        };
+        let cell = self.cell.clone();
+        let r = match cell.result() {
+            Some(r) => r,
+            None => py.detach(|| cell.wait(limit)).ok_or_else(|| {
+                to_py(Error::Timeout(
+                    limit.map_or(0, |d| d.as_millis() as u64),
+                    "the record was not delivered in time".into(),
+                ))
+            })?,
+        };
+        metadata(py, &self.topic, self.partition, self.index, self.timestamp, &r)
+    }
+
+    #[getter]
+    fn is_done(&self) -> bool {
+        self.cell.result().is_some()
+    }
+
+    fn succeeded(&self) -> bool {
+        matches!(self.cell.result(), Some(Ok(_)))
+    }
+
+    fn failed(&self) -> bool {
+        matches!(self.cell.result(), Some(Err(_)))
+    }
+
+    /// The error if delivery failed, else None.
+    #[getter]
+    fn exception(&self) -> Option<PyErr> {
+        match self.cell.result() {
+            Some(Err(e)) => Some(clone_error(&e)),
+            _ => None,
+        }
+    }
+
+    /// Calls `f(*args, metadata)` on delivery (at once if already delivered), in
+    /// the producer's sender thread, as kafka-python does. Returns the future.
+    #[pyo3(signature = (f, *args))]
+    fn add_callback(slf: Bound<'_, Self>, f: Py<PyAny>, args: Py<PyTuple>) -> Bound<'_, Self> {
+        Self::register(&slf, f, args, true);
+        slf
+    }
+
+    /// Calls `f(*args, exception)` if delivery fails.
+    #[pyo3(signature = (f, *args))]
+    fn add_errback(slf: Bound<'_, Self>, f: Py<PyAny>, args: Py<PyTuple>) -> Bound<'_, Self> {
+        Self::register(&slf, f, args, false);
+        slf
+    }
+
+    fn __repr__(&self) -> String {
+        let state = match self.cell.result() {
+            None => "pending",
+            Some(Ok(_)) => "delivered",
+            Some(Err(_)) => "failed",
+        };
+        format!("<FutureRecordMetadata partition={} {state}>", self.partition)
+    }
+}
+
+impl FutureRecordMetadata {
+    fn register(slf: &Bound<'_, Self>, f: Py<PyAny>, args: Py<PyTuple>, on_success: bool) {
+        let me = slf.get();
+        let py = slf.py();
+        let (topic, partition, index, timestamp) =
+            (me.topic.clone_ref(py), me.partition, me.index, me.timestamp);
+        me.cell.on_complete(Box::new(move |r: &DeliveryResult| {
+            Python::attach(|py| {
+                let first = match (r, on_success) {
+                    (Ok(_), true) => metadata(py, &topic, partition, index, timestamp, r)
+                        .and_then(|m| Ok(Py::new(py, m)?.into_any())),
+                    (Err(e), false) => Ok(clone_error(e).into_value(py).into_any()),
+                    _ => return,
+                };
+                // kafka-python's order: f(*args, value).
+                let call = first.and_then(|first| {
+                    let mut items: Vec<Py<PyAny>> = args.bind(py).iter().map(|a| a.unbind()).collect();
+                    items.push(first);
+                    f.call1(py, PyTuple::new(py, items)?)
+                });
+                if let Err(e) = call {
+                    e.write_unraisable(py, Some(f.bind(py)));
+                }
+            });
+        }));
+    }
+}
+
+fn header_list(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<(PyBackedStr, Option<PyBackedBytes>)>> {
+    let mut out = Vec::new();
+    let Some(h) = obj.filter(|h| !h.is_none()) else { return Ok(out) };
+    let iter = h
+        .try_iter()
+        .map_err(|_| PyTypeError::new_err("headers must be a sequence of (str, bytes | None) pairs"))?;
+    for item in iter {
+        let item = item?;
+        let (k, v): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item
+            .extract()
+            .map_err(|_| PyTypeError::new_err("a header must be a (str, bytes | None) pair"))?;
+        let k: PyBackedStr = k.extract().map_err(|_| PyTypeError::new_err("a header key must be str"))?;
+        let v = if v.is_none() {
+            None
+        } else {
+            Some(v.extract().map_err(|_| PyTypeError::new_err("a header value must be bytes or None"))?)
+        };
+        out.push((k, v));
+    }
+    Ok(out)
+}
+
+fn bytes_arg(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option<PyBackedBytes>> {
+    match obj {
+        None => Ok(None),
+        Some(o) if o.is_none() => Ok(None),
+        Some(o) => o.extract::<PyBackedBytes>().map(Some).map_err(|_| {
+            PyTypeError::new_err(format!(
+                "{what} must be bytes, bytearray or None, got {}",
+                o.get_type().name().map_or_else(|_| "?".into(), |n| n.to_string())
+            ))
+        }),
+    }
+}
+
+#[pyclass(frozen, subclass, module = "seglog._native", name = "Producer")]
+pub struct Producer {
+    inner: Arc<CoreProducer>,
+    owner: super::Owner,
+}
+
+impl Producer {
+    fn core(&self) -> PyResult<&Arc<CoreProducer>> {
+        self.owner.check("Producer", "")?;
+        Ok(&self.inner)
+    }
+}
+
+#[pymethods]
+impl Producer {
+    #[new]
+    #[pyo3(signature = (store, batch_size = 16384, linger_ms = 5.0, compression_type = "none", acks = "1", buffer_memory = 33554432, max_block_ms = 60000.0))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        store: &Store,
+        batch_size: i64,
+        linger_ms: f64,
+        compression_type: &str,
+        acks: &str,
+        buffer_memory: i64,
+        max_block_ms: f64,
+    ) -> PyResult<Self> {
+        let compression = Compression::parse(compression_type).map_err(to_py)?;
+        let acks = Acks::parse(acks).map_err(to_py)?;
+        for (name, v) in [("linger_ms", linger_ms), ("max_block_ms", max_block_ms)] {
+            if !(v >= 0.0 && v.is_finite()) {
+                return Err(PyValueError::new_err(format!("{name} must be a finite number >= 0, got {v}")));
+            }
+        }
+        for (name, v) in [("batch_size", batch_size), ("buffer_memory", buffer_memory)] {
+            if v <= 0 {
+                return Err(PyValueError::new_err(format!("{name} must be a positive int, got {v}")));
+            }
+        }
+        let (batch_size, buffer_memory) = (batch_size as usize, buffer_memory as usize);
+        let config = ProducerConfig {
+            batch_size,
+            linger: Duration::from_secs_f64(linger_ms / 1000.0),
+            compression,
+            acks,
+            buffer_memory,
+            max_block: Duration::from_secs_f64(max_block_ms / 1000.0),
+        };
+        let inner = CoreProducer::new(store.core()?.clone(), config).map_err(to_py)?;
+        Ok(Producer { inner, owner: super::Owner::here() })
+    }
+
+    /// Queues one record; returns a FutureRecordMetadata.
+    #[pyo3(signature = (topic, value = None, key = None, headers = None, partition = None, timestamp = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn send(
+        &self,
+        py: Python<'_>,
+        topic: &Bound<'_, PyString>,
+        value: Option<&Bound<'_, PyAny>>,
+        key: Option<&Bound<'_, PyAny>>,
+        headers: Option<&Bound<'_, PyAny>>,
+        partition: Option<i32>,
+        timestamp: Option<i64>,
+    ) -> PyResult<FutureRecordMetadata> {
+        let core = self.core()?;
+        let value = bytes_arg(value, "value")?;
+        let key = bytes_arg(key, "key")?;
+        let headers = header_list(headers)?;
+        let hrefs: Vec<HeaderRef<'_>> = headers.iter().map(|(k, v)| (k.as_bytes(), v.as_deref())).collect();
+        let name = topic.to_str()?;
+        loop {
+            match core
+                .send(name, partition, key.as_deref(), value.as_deref(), &hrefs, timestamp)
+                .map_err(to_py)?
+            {
+                SendOutcome::Sent(s) => {
+                    return Ok(FutureRecordMetadata {
+                        cell: s.cell,
+                        topic: topic.clone().unbind(),
+                        partition: s.partition,
+                        index: s.index,
+                        timestamp: s.timestamp,
+                    })
+                }
+                SendOutcome::WouldBlock(needed) => {
+                    py.detach(|| core.wait_for_space(needed)).map_err(to_py)?
+                }
+            }
+        }
+    }
+
+    /// Appends many records as whole batches and waits for them; returns a list
+    /// of (partition, first_offset, last_offset), one per partition written.
+    #[pyo3(signature = (topic, values, keys = None, partition = None, timestamp = None))]
+    fn send_batch(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        values: &Bound<'_, PyAny>,
+        keys: Option<&Bound<'_, PyAny>>,
+        partition: Option<i32>,
+        timestamp: Option<i64>,
+    ) -> PyResult<Vec<(i32, i64, i64)>> {
+        let core = self.core()?;
+        core.ensure_open().map_err(to_py)?;
+        let values = ByteItems::new(values, "values")?;
+        let keys = match keys.filter(|k| !k.is_none()) {
+            Some(k) => {
+                let k = ByteItems::new(k, "keys")?;
+                if k.len() != values.len() {
+                    return Err(PyValueError::new_err(format!(
+                        "keys has {} items but values has {}",
+                        k.len(),
+                        values.len()
+                    )));
+                }
+                Some(k)
+            }
+            None => None,
+        };
+        if values.len() == 0 {
+            return Ok(Vec::new());
+        }
+        let ts = timestamp.unwrap_or_else(now_ms);
+        let mut sink = core.batch_sink(topic).map_err(to_py)?;
+        for i in 0..values.len() {
+            values.with(i, |value| {
+                let mut add = |key: Option<&[u8]>| -> PyResult<()> {
+                    Ok(sink
+                        .add(partition, &NewRecord { timestamp: ts, key, value, headers: &[] })
+                        .map_err(to_py)?)
+                };
+                match &keys {
+                    Some(k) => k.with(i, add),
+                    None => add(None),
+                }
+            })?;
+        }
+        let groups = sink.finish().map_err(to_py)?;
+        py.detach(|| {
+            let mut out = Vec::new();
+            for (p, cells) in groups {
+                let mut first = i64::MAX;
+                let mut last = i64::MIN;
+                for (cell, count) in cells {
+                    match cell.wait(None) {
+                        Some(Ok(d)) => {
+                            first = first.min(d.base_offset);
+                            last = last.max(d.base_offset + i64::from(count) - 1);
+                        }
+                        Some(Err(e)) => return Err(e),
+                        None => unreachable!("wait(None) returns only with a result"),
+                    }
+                }
+                out.push((p, first, last));
+            }
+            Ok(out)
+        })
+        .map_err(|e| clone_error(&e))
+    }
+
+    /// Sends all pending batches and waits for their delivery.
+    #[pyo3(signature = (timeout = None))]
+    fn flush(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+        let core = self.core()?;
+        let t = timeout.map(|t| Duration::from_secs_f64(t.max(0.0)));
+        Ok(py.detach(|| core.flush(t)).map_err(to_py)?)
+    }
+
+    #[pyo3(signature = (timeout = None))]
+    fn close(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+        if !self.owner.is_here() {
+            return Ok(());
+        }
+        let core = &self.inner;
+        let t = timeout.map(|t| Duration::from_secs_f64(t.max(0.0)));
+        Ok(py.detach(|| core.close(t, true)).map_err(to_py)?)
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+}
+
+/// The items of `values`/`keys` for `send_batch`, read in place one at a time:
+/// from a list (or other sequence) of bytes, or from a pyarrow binary array's
+/// buffers, so that no per-record object or vector is made.
+enum ByteItems<'py> {
+    List(Bound<'py, PyList>, &'static str),
+    Arrow(ArrowBinary),
+}
+
+/// A pyarrow `binary`/`string` (or `large_*`) array, by its buffers.
+struct ArrowBinary {
+    validity: Option<PyBuffer<u8>>,
+    offsets: PyBuffer<u8>,
+    data: Option<PyBuffer<u8>>,
+    offset: usize,
+    len: usize,
+    large: bool,
+}
+
+fn buffer_u8(obj: &Bound<'_, PyAny>) -> PyResult<PyBuffer<u8>> {
+    // pyarrow exports its buffers as signed bytes ('b'); a byte is a byte here.
+    let view = obj.call_method1("cast", ("B",)).or_else(|_| {
+        let mv = obj.py().import("builtins")?.getattr("memoryview")?.call1((obj,))?;
+        mv.call_method1("cast", ("B",))
+    })?;
+    PyBuffer::get(&view)
+}
+
+fn raw(buf: &PyBuffer<u8>) -> &[u8] {
+    // SAFETY: the PyBuffer keeps the exporter's memory alive and unmoved while it
+    // lives, and the slice borrows the PyBuffer; pyarrow buffers are immutable.
+    unsafe { std::slice::from_raw_parts(buf.buf_ptr() as *const u8, buf.len_bytes()) }
+}
+
+impl ArrowBinary {
+    fn from_array(arr: &Bound<'_, PyAny>) -> PyResult<Option<Self>> {
+        // A ChunkedArray (e.g. a Table column) becomes one array first.
+        let arr = if arr.hasattr("combine_chunks")? && arr.hasattr("chunks")? {
+            arr.call_method0("combine_chunks")?
+        } else {
+            arr.clone()
+        };
+        if !arr.hasattr("buffers")? || !arr.hasattr("type")? {
+            return Ok(None);
+        }
+        let ty = arr.getattr("type")?.str()?.to_string();
+        let large = match ty.as_str() {
+            "binary" | "string" => false,
+            "large_binary" | "large_string" => true,
+            other => {
+                return Err(PyTypeError::new_err(format!(
+                    "a pyarrow array for send_batch must be binary or string, got {other}"
+                )))
+            }
+        };
+        let bufs = arr.call_method0("buffers")?;
+        let get = |i: usize| -> PyResult<Option<PyBuffer<u8>>> {
+            let b = bufs.get_item(i)?;
+            if b.is_none() {
+                Ok(None)
+            } else {
+                let mv = arr.py().import("builtins")?.getattr("memoryview")?.call1((b,))?;
+                Ok(Some(buffer_u8(&mv)?))
+            }
+        };
+        let offsets =
+            get(1)?.ok_or_else(|| PyValueError::new_err("pyarrow array without an offsets buffer"))?;
+        let a = ArrowBinary {
+            validity: get(0)?,
+            offsets,
+            data: get(2)?,
+            offset: arr.getattr("offset")?.extract()?,
+            len: arr.len()?,
+            large,
+        };
+        let width = if large { 8 } else { 4 };
+        if a.offsets.len_bytes() < (a.offset + a.len + 1) * width {
+            return Err(PyValueError::new_err("pyarrow offsets buffer is shorter than the array"));
+        }
+        Ok(Some(a))
+    }
+
+    fn get(&self, i: usize) -> PyResult<Option<&[u8]>> {
+        let i = i + self.offset;
+        if let Some(v) = &self.validity {
+            if raw(v).get(i / 8).is_none_or(|byte| byte >> (i % 8) & 1 == 0) {
+                return Ok(None);
+            }
+        }
+        let offsets = raw(&self.offsets);
+        let at = |j: usize| -> usize {
+            if self.large {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&offsets[j * 8..j * 8 + 8]);
+                i64::from_le_bytes(b) as usize
+            } else {
+                let mut b = [0u8; 4];
+                b.copy_from_slice(&offsets[j * 4..j * 4 + 4]);
+                i32::from_le_bytes(b) as usize
+            }
+        };
+        let data = self.data.as_ref().map_or(&[][..], raw);
+        data.get(at(i)..at(i + 1))
+            .map(Some)
+            .ok_or_else(|| PyValueError::new_err("pyarrow offsets point past the data buffer"))
+    }
+}
+
+impl<'py> ByteItems<'py> {
+    fn new(seq: &Bound<'py, PyAny>, what: &'static str) -> PyResult<Self> {
+        if let Some(a) = ArrowBinary::from_array(seq)? {
+            return Ok(ByteItems::Arrow(a));
+        }
+        let list = match seq.cast::<PyList>() {
+            Ok(l) => l.clone(),
+            Err(_) => {
+                let iter = seq
+                    .try_iter()
+                    .map_err(|_| PyTypeError::new_err(format!("{what} must be a sequence of bytes")))?;
+                PyList::new(seq.py(), iter.collect::<PyResult<Vec<_>>>()?)?
+            }
+        };
+        Ok(ByteItems::List(list, what))
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            ByteItems::List(l, _) => l.len(),
+            ByteItems::Arrow(a) => a.len,
+        }
+    }
+
+    /// Calls `f` with item `i`, borrowed for the duration of the call.
+    fn with<R>(&self, i: usize, f: impl FnOnce(Option<&[u8]>) -> PyResult<R>) -> PyResult<R> {
+        match self {
+            ByteItems::Arrow(a) => f(a.get(i)?),
+            ByteItems::List(l, what) => {
+                let item = l.get_item(i)?;
+                if item.is_none() {
+                    return f(None);
+                }
+                if let Ok(b) = item.cast::<PyBytes>() {
+                    return f(Some(b.as_bytes()));
+                }
+                let backed = bytes_arg(Some(&item), &format!("each of {what}"))?;
+                f(backed.as_deref())
+            }
+        }
+    }
+}

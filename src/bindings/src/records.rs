@@ -1,0 +1,222 @@
+//! Records crossing the boundary: Python values into `NewRecord`s, decoded
+//! batches out as `ConsumerRecord` objects.
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+
+use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+
+use super::errors::to_py;
+use seglog_core::client::fetch::{decode, DecodedBatch};
+use seglog_core::record::batch::parse_records_from;
+use seglog_core::record::TimestampType;
+
+/// One record read from a log: Kafka's ConsumerRecord fields, immutable.
+#[pyclass(frozen, module = "seglog", name = "ConsumerRecord")]
+pub struct ConsumerRecord {
+    #[pyo3(get)]
+    topic: Py<PyString>,
+    #[pyo3(get)]
+    partition: i32,
+    #[pyo3(get)]
+    offset: i64,
+    /// Milliseconds since the epoch.
+    #[pyo3(get)]
+    timestamp: i64,
+    /// 0 = CreateTime, 1 = LogAppendTime (Kafka's ids).
+    #[pyo3(get)]
+    timestamp_type: i32,
+    #[pyo3(get)]
+    key: Option<Py<PyBytes>>,
+    #[pyo3(get)]
+    value: Option<Py<PyBytes>>,
+    /// A tuple of (key: str, value: bytes | None) pairs.
+    #[pyo3(get)]
+    headers: Py<PyTuple>,
+}
+
+#[pymethods]
+impl ConsumerRecord {
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let show = |b: &Option<Py<PyBytes>>| -> PyResult<String> {
+            match b {
+                Some(b) => Ok(b.bind(py).repr()?.to_string()),
+                None => Ok("None".into()),
+            }
+        };
+        Ok(format!(
+            "ConsumerRecord(topic={}, partition={}, offset={}, timestamp={}, timestamp_type={}, key={}, value={}, headers={})",
+            self.topic.bind(py).repr()?,
+            self.partition,
+            self.offset,
+            self.timestamp,
+            self.timestamp_type,
+            show(&self.key)?,
+            show(&self.value)?,
+            self.headers.bind(py).repr()?
+        ))
+    }
+}
+
+/// An owned record ready for the builder (bytes held without copying).
+pub struct InRecord {
+    pub key: Option<PyBackedBytes>,
+    pub value: Option<PyBackedBytes>,
+    pub headers: Vec<(PyBackedStr, Option<PyBackedBytes>)>,
+    pub timestamp: Option<i64>,
+}
+
+fn bytes_or_none(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<PyBackedBytes>> {
+    if obj.is_none() {
+        return Ok(None);
+    }
+    obj.extract::<PyBackedBytes>().map(Some).map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{what} must be bytes, bytearray or None, got {}",
+            obj.get_type().name().map_or_else(|_| "?".into(), |n| n.to_string())
+        ))
+    })
+}
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type().name().map_or_else(|_| "?".into(), |n| n.to_string())
+}
+
+/// Accepts `value` (bytes) or a tuple `(key, value[, headers[, timestamp_ms]])`.
+pub fn extract_record(obj: &Bound<'_, PyAny>) -> PyResult<InRecord> {
+    if let Ok(value) = obj.extract::<PyBackedBytes>() {
+        return Ok(InRecord { key: None, value: Some(value), headers: Vec::new(), timestamp: None });
+    }
+    let Ok(t) = obj.cast::<PyTuple>() else {
+        return Err(PyTypeError::new_err(format!(
+            "a record must be bytes (the value) or a tuple (key, value[, headers[, timestamp_ms]]), got {}",
+            type_name(obj)
+        )));
+    };
+    if !(2..=4).contains(&t.len()) {
+        return Err(PyValueError::new_err(format!(
+            "a record tuple has 2 to 4 items (key, value[, headers[, timestamp_ms]]), got {}",
+            t.len()
+        )));
+    }
+    let key = bytes_or_none(&t.get_item(0)?, "key")?;
+    let value = bytes_or_none(&t.get_item(1)?, "value")?;
+    let mut headers = Vec::new();
+    if t.len() >= 3 {
+        let h = t.get_item(2)?;
+        if !h.is_none() {
+            for item in h.try_iter().map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "headers must be a sequence of (str, bytes) pairs, got {}",
+                    type_name(&h)
+                ))
+            })? {
+                let item = item?;
+                let pair: (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract().map_err(|_| {
+                    PyTypeError::new_err(format!(
+                        "a header must be a (str, bytes) pair, got {}",
+                        type_name(&item)
+                    ))
+                })?;
+                let k: PyBackedStr = pair.0.extract().map_err(|_| {
+                    PyTypeError::new_err(format!("a header key must be str, got {}", type_name(&pair.0)))
+                })?;
+                headers.push((k, bytes_or_none(&pair.1, "a header value")?));
+            }
+        }
+    }
+    let timestamp = if t.len() == 4 {
+        let ts = t.get_item(3)?;
+        if ts.is_none() {
+            None
+        } else {
+            Some(ts.extract::<i64>().map_err(|_| {
+                PyTypeError::new_err(format!("timestamp_ms must be an int, got {}", type_name(&ts)))
+            })?)
+        }
+    } else {
+        None
+    };
+    Ok(InRecord { key, value, headers, timestamp })
+}
+
+/// A batch read from a log, decompressed, ready to turn into Python records.
+pub fn to_records<'py>(
+    py: Python<'py>,
+    topic: &Bound<'py, PyString>,
+    partition: i32,
+    batches: &[DecodedBatch],
+    min_offset: i64,
+    max_records: usize,
+) -> PyResult<Bound<'py, PyList>> {
+    let list = PyList::empty(py);
+    for b in batches {
+        if list.len() >= max_records {
+            break;
+        }
+        if b.control || b.base_offset + i64::from(b.last_offset_delta) < min_offset {
+            continue;
+        }
+        // In a contiguous batch, records before `min_offset` are skipped unparsed.
+        let skip = if b.contiguous() {
+            // decode_batches passes i64::MIN: the difference must not wrap.
+            min_offset.saturating_sub(b.base_offset).clamp(0, i64::from(b.records)) as i32
+        } else {
+            0
+        };
+        let recs = parse_records_from(&b.payload, b.records, b.last_offset_delta, skip)
+            .map_err(|e| to_py(e.into()))?;
+        for r in recs {
+            let offset = b.base_offset + i64::from(r.offset_delta);
+            if offset < min_offset {
+                continue;
+            }
+            if list.len() >= max_records {
+                break;
+            }
+            let (timestamp, ts_type) = if b.log_append_time {
+                (b.max_timestamp, TimestampType::LogAppendTime.id())
+            } else {
+                (b.base_timestamp + r.timestamp_delta, TimestampType::CreateTime.id())
+            };
+            let headers = PyTuple::new(
+                py,
+                r.headers
+                    .iter()
+                    .map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), v.map(|v| PyBytes::new(py, v)))),
+            )?;
+            let rec = ConsumerRecord {
+                topic: topic.clone().unbind(),
+                partition,
+                offset,
+                timestamp,
+                timestamp_type: ts_type,
+                key: r.key.map(|k| PyBytes::new(py, k).unbind()),
+                value: r.value.map(|v| PyBytes::new(py, v).unbind()),
+                headers: headers.unbind(),
+            };
+            list.append(Py::new(py, rec)?)?;
+        }
+    }
+    Ok(list)
+}
+
+/// Kafka's murmur2 hash of `data`, as a signed 32-bit int.
+#[pyfunction]
+pub fn murmur2(data: PyBackedBytes) -> i32 {
+    seglog_core::client::partitioner::murmur2(&data)
+}
+
+/// Decodes raw RecordBatch v2 bytes into ConsumerRecords (CRC checked).
+#[pyfunction]
+#[pyo3(signature = (data, topic = "", partition = -1))]
+pub fn decode_batches<'py>(
+    py: Python<'py>,
+    data: PyBackedBytes,
+    topic: &str,
+    partition: i32,
+) -> PyResult<Bound<'py, PyList>> {
+    let batches = py.detach(|| decode(&data, true)).map_err(to_py)?;
+    to_records(py, &PyString::new(py, topic), partition, &batches, i64::MIN, usize::MAX)
+}

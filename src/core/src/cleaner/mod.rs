@@ -1,0 +1,273 @@
+//! Kafka's `compact` cleanup policy: keep, for each key, only its latest record.
+//!
+//! A pass maps each key of the dirty part of the log (from the cleaner
+//! checkpoint to the active segment) to its latest offset, in a map bounded by
+//! the dedupe buffer (a huge topic is cleaned in several passes); then rewrites
+//! the inactive segments, in groups of at most `segment.bytes`, keeping a record
+//! only if no later record has its key. Offsets never change (gaps are fine);
+//! each batch keeps its base offset and last offset delta. Tombstones are kept
+//! until their batch's delete horizon (set, as Kafka does, to now +
+//! `delete.retention.ms` when a cleaning first keeps them) has passed.
+//!
+//! The cleaner is a client of the log: it reads segments and hands each cleaned
+//! group, written as `<base>.log.cleaned`, fsynced and renamed `.swap`, to
+//! `PartitionLog::replace_segments`. A crash at any point leaves files that
+//! `recover_swaps` completes on the next open.
+
+mod swap;
+
+use std::collections::HashMap;
+use std::fs::{self, File};
+use std::io::Write;
+use std::sync::Arc;
+
+use crate::checkpoint::sync_dir;
+use crate::error::{Error, Result};
+use crate::log::PartitionLog;
+use crate::record::{BatchBuilder, BatchIter, NewRecord, RecordBatch};
+use crate::segment::files::{self, file_name, with_suffix};
+use crate::segment::Segment;
+
+pub use swap::recover_swaps;
+
+/// Bytes one entry of the key map takes, for the buffer bound (Kafka: 16-byte
+/// hash + 8-byte offset).
+const ENTRY_BYTES: usize = 24;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CleanResult {
+    /// The first offset not yet cleaned (the new cleaner checkpoint).
+    pub cleaned_to: i64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub records_in: u64,
+    pub records_out: u64,
+    pub segments_in: usize,
+    pub segments_out: usize,
+    /// The earliest delete horizon of the tombstones kept (i64::MAX: none).
+    pub min_horizon: i64,
+}
+
+fn key_hash(key: &[u8]) -> u128 {
+    xxhash_rust::xxh3::xxh3_128(key)
+}
+
+/// The dirty ratio of a log: bytes past the cleaner checkpoint over all bytes of
+/// its inactive segments.
+pub fn dirty_ratio(log: &PartitionLog, first_dirty: i64) -> f64 {
+    let segs = log.segments();
+    let Some((_, inactive)) = segs.split_last() else { return 0.0 };
+    let total: u64 = inactive.iter().map(|s| s.size()).sum();
+    if total == 0 {
+        return 0.0;
+    }
+    let next_bases: Vec<i64> = segs.iter().skip(1).map(|s| s.base_offset).collect();
+    let dirty: u64 =
+        inactive.iter().zip(next_bases).filter(|(_, next)| *next > first_dirty).map(|(s, _)| s.size()).sum();
+    dirty as f64 / total as f64
+}
+
+/// One cleaning pass. `first_dirty` is the cleaner checkpoint; with `force`
+/// the dirty ratio is not checked. Returns None when there was nothing to do.
+pub fn clean(
+    log: &PartitionLog,
+    first_dirty: i64,
+    now_ms: i64,
+    buffer_bytes: usize,
+    force: bool,
+) -> Result<Option<CleanResult>> {
+    let config = log.config();
+    if !config.cleanup_policy.compact || log.is_read_only() {
+        return Ok(None);
+    }
+    let _m = log.lock_maintenance();
+    log.check_open()?;
+    let segs = log.segments();
+    let Some((active, inactive)) = segs.split_last() else { return Ok(None) };
+    let first_dirty = first_dirty.max(log.log_start_offset());
+    // Tombstones whose delete horizon has passed make a log cleanable even
+    // when nothing is dirty (Kafka, KIP-534).
+    let horizon_due = log.tombstone_horizon() <= now_ms;
+    let nothing_dirty = first_dirty >= active.base_offset;
+    if inactive.is_empty() || (nothing_dirty && !horizon_due) {
+        return Ok(None);
+    }
+    if !force && !horizon_due && dirty_ratio(log, first_dirty) < config.min_cleanable_dirty_ratio {
+        return Ok(None);
+    }
+
+    // 1. Map each key of the dirty segments to its latest offset, segment by
+    //    segment, while the buffer allows.
+    let limit = (buffer_bytes / ENTRY_BYTES).max(1);
+    let mut map: HashMap<u128, i64> = HashMap::new();
+    let mut map_end = first_dirty;
+    let ends: Vec<i64> = segs.iter().skip(1).map(|s| s.base_offset).collect();
+    for (seg, &seg_end) in inactive.iter().zip(&ends) {
+        if seg_end <= first_dirty || nothing_dirty {
+            continue;
+        }
+        let data = seg.read_bytes(0, seg.size() as usize)?;
+        let before = map.len();
+        for batch in BatchIter::new(&data, true) {
+            let b = batch?;
+            if b.is_control() || b.last_offset() < first_dirty {
+                continue;
+            }
+            let payload = b.records_payload()?;
+            for r in b.records(&payload)? {
+                if let Some(k) = r.key {
+                    map.insert(key_hash(k), b.base_offset() + i64::from(r.offset_delta));
+                }
+            }
+        }
+        if map.len() > limit && before > 0 {
+            // This segment did not fit: entries for it stay (they point at
+            // records that are kept), but cleaning stops before it.
+            break;
+        }
+        map_end = seg_end;
+        if map.len() >= limit {
+            break;
+        }
+    }
+    if nothing_dirty {
+        map_end = active.base_offset.min(first_dirty);
+    } else if map_end <= first_dirty {
+        return Err(Error::InvalidConfig(format!(
+            "log.cleaner.dedupe.buffer.size ({buffer_bytes} bytes) cannot hold the keys of one segment \
+             of {}-{}",
+            log.topic(),
+            log.partition()
+        )));
+    }
+
+    // 2. Rewrite every inactive segment below `map_end`, in groups.
+    let cleanable: Vec<Arc<Segment>> =
+        inactive.iter().zip(&ends).filter(|(_, &end)| end <= map_end).map(|(s, _)| s.clone()).collect();
+    let mut result = CleanResult { cleaned_to: map_end, min_horizon: i64::MAX, ..CleanResult::default() };
+    let horizon = now_ms.saturating_add(config.delete_retention_ms);
+    for group in group_by_size(&cleanable, config.segment_bytes) {
+        clean_group(log, &group, &map, now_ms, horizon, &mut result)?;
+    }
+    log.set_tombstone_horizon(result.min_horizon);
+    Ok(Some(result))
+}
+
+fn clean_group(
+    log: &PartitionLog,
+    group: &[Arc<Segment>],
+    map: &HashMap<u128, i64>,
+    now_ms: i64,
+    horizon: i64,
+    result: &mut CleanResult,
+) -> Result<()> {
+    let base = group[0].base_offset;
+    let log_path = log.dir().join(file_name(base, files::LOG));
+    let cleaned_path = with_suffix(&log_path, files::CLEANED);
+    let mut out = File::create(&cleaned_path).map_err(Error::at(&cleaned_path))?;
+    let mut written = 0u64;
+    for (i, seg) in group.iter().enumerate() {
+        let data = seg.read_bytes(0, seg.size() as usize)?;
+        result.bytes_in += data.len() as u64;
+        result.segments_in += 1;
+        let batches: Vec<RecordBatch<'_>> = BatchIter::new(&data, true).collect::<Result<_, _>>()?;
+        let last_index = batches.len().saturating_sub(1);
+        for (j, b) in batches.iter().enumerate() {
+            // The group's last batch is kept (if only as an empty batch) so
+            // that the cleaned segment still ends where the group did.
+            let keep_shell = i + 1 == group.len() && j == last_index;
+            let bytes = filter_batch(b, map, now_ms, horizon, keep_shell, result)?;
+            if let Some(bytes) = bytes {
+                out.write_all(&bytes).map_err(Error::at(&cleaned_path))?;
+                written += bytes.len() as u64;
+            }
+        }
+    }
+    out.sync_all().map_err(Error::at(&cleaned_path))?;
+    drop(out);
+    result.bytes_out += written;
+    result.segments_out += 1;
+    let swap_path = with_suffix(&log_path, files::SWAP);
+    fs::rename(&cleaned_path, &swap_path).map_err(Error::at(&cleaned_path))?;
+    sync_dir(log.dir())?;
+    log.replace_segments(group, &swap_path)
+}
+
+/// Consecutive segments whose sizes add up to at most `max_bytes` (one segment
+/// alone may be larger), as Kafka's cleaner groups them.
+fn group_by_size(segs: &[Arc<Segment>], max_bytes: u64) -> Vec<Vec<Arc<Segment>>> {
+    let mut groups: Vec<Vec<Arc<Segment>>> = Vec::new();
+    let mut size = 0u64;
+    for s in segs {
+        match groups.last_mut() {
+            Some(g) if size + s.size() <= max_bytes => {
+                g.push(s.clone());
+                size += s.size();
+            }
+            _ => {
+                groups.push(vec![s.clone()]);
+                size = s.size();
+            }
+        }
+    }
+    groups
+}
+
+/// The batch with only the records to keep: None if nothing is kept (and no
+/// shell is needed), the original bytes if everything is.
+fn filter_batch(
+    b: &RecordBatch<'_>,
+    map: &HashMap<u128, i64>,
+    now_ms: i64,
+    horizon: i64,
+    keep_shell: bool,
+    result: &mut CleanResult,
+) -> Result<Option<Vec<u8>>> {
+    if b.is_control() {
+        return Ok(Some(b.as_bytes().to_vec()));
+    }
+    let payload = b.records_payload()?;
+    let records = b.records(&payload)?;
+    result.records_in += records.len() as u64;
+    let existing_horizon = b.has_delete_horizon().then(|| b.base_timestamp());
+    let mut keep = Vec::with_capacity(records.len());
+    let mut tombstones = false;
+    for r in &records {
+        let offset = b.base_offset() + i64::from(r.offset_delta);
+        let Some(key) = r.key else { continue }; // keyless records have no place here
+        if map.get(&key_hash(key)).is_some_and(|&latest| latest > offset) {
+            continue;
+        }
+        if r.value.is_none() {
+            if existing_horizon.is_some_and(|h| now_ms > h) {
+                continue; // a tombstone past its delete horizon
+            }
+            tombstones = true;
+        }
+        keep.push(r);
+    }
+    result.records_out += keep.len() as u64;
+    let new_horizon = if tombstones { existing_horizon.or(Some(horizon)) } else { existing_horizon };
+    if tombstones {
+        result.min_horizon = result.min_horizon.min(new_horizon.unwrap_or(horizon));
+    }
+    if keep.len() == records.len() && new_horizon == existing_horizon {
+        return Ok(Some(b.as_bytes().to_vec()));
+    }
+    if keep.is_empty() && !keep_shell {
+        return Ok(None);
+    }
+    let mut builder = BatchBuilder::rewrite_of(b, new_horizon)?;
+    let base_ts = b.base_timestamp();
+    for r in keep {
+        let ts = base_ts + r.timestamp_delta;
+        builder.append_at(
+            r.offset_delta,
+            &NewRecord { timestamp: ts, key: r.key, value: r.value, headers: &r.headers },
+        );
+    }
+    Ok(Some(builder.build()))
+}
+
+#[cfg(test)]
+mod tests;

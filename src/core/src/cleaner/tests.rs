@@ -1,0 +1,179 @@
+//! Tests of `cleaner`.
+
+use super::*;
+use crate::config::{CleanupPolicy, LogConfig};
+use crate::log::AppendOrigin;
+use crate::record::Compression;
+use std::path::Path;
+
+fn open(dir: &Path) -> PartitionLog {
+    let config = LogConfig {
+        segment_bytes: 2000,
+        cleanup_policy: CleanupPolicy { delete: false, compact: true },
+        delete_retention_ms: 1000,
+        min_cleanable_dirty_ratio: 0.5,
+        ..LogConfig::default()
+    };
+    PartitionLog::open(&dir.join("t-0"), "t", 0, Arc::new(config), 0, None, true).unwrap().0
+}
+
+fn put(log: &PartitionLog, key: &str, value: Option<&str>) {
+    let mut b = BatchBuilder::new(Compression::Lz4);
+    b.append(&NewRecord {
+        timestamp: 1,
+        key: Some(key.as_bytes()),
+        value: value.map(str::as_bytes),
+        headers: &[],
+    });
+    log.append_as_leader(b.build(), AppendOrigin::Embedded).unwrap();
+}
+
+/// (offset, key, value) of every record, in order.
+fn all(log: &PartitionLog) -> Vec<(i64, String, Option<String>)> {
+    let mut out = Vec::new();
+    let mut pos = log.log_start_offset();
+    while pos < log.log_end_offset() {
+        let bytes = log.read(pos, 1 << 20).unwrap().bytes().unwrap();
+        for b in BatchIter::new(&bytes, true) {
+            let b = b.unwrap();
+            let payload = b.records_payload().unwrap();
+            for r in b.records(&payload).unwrap() {
+                let off = b.base_offset() + i64::from(r.offset_delta);
+                if off >= pos {
+                    let s = |x: &[u8]| String::from_utf8(x.to_vec()).unwrap();
+                    out.push((off, s(r.key.unwrap()), r.value.map(s)));
+                }
+            }
+            pos = b.last_offset() + 1;
+        }
+    }
+    out
+}
+
+#[test]
+fn keeps_the_latest_value_per_key_and_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path());
+    for round in 0..30 {
+        for k in 0..5 {
+            put(&log, &format!("k{k}"), Some(&format!("v{round}")));
+        }
+    }
+    let end = log.log_end_offset();
+    let r = clean(&log, 0, 10_000, 1 << 20, false).unwrap().unwrap();
+    assert!(r.bytes_out < r.bytes_in / 2, "{r:?}");
+    assert_eq!(log.log_end_offset(), end, "offsets never change");
+    let recs = all(&log);
+    // Every key's latest value survives, at its original offset.
+    for k in 0..5 {
+        let latest = recs.iter().rev().find(|(_, key, _)| key == &format!("k{k}")).unwrap();
+        assert_eq!(latest.2.as_deref(), Some("v29"));
+        assert_eq!(latest.0, 145 + k);
+    }
+    assert!(recs.windows(2).all(|w| w[0].0 < w[1].0), "offset order");
+    assert!(recs.len() < 40, "older values removed: {}", recs.len());
+    // The cleaned layout survives a reopen (no .cleaned/.swap left).
+    drop(log);
+    let names: Vec<String> = fs::read_dir(dir.path().join("t-0"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(!names.iter().any(|n| n.ends_with(".cleaned") || n.ends_with(".swap")), "{names:?}");
+    let log = open(dir.path());
+    assert_eq!(all(&log), recs);
+}
+
+#[test]
+fn tombstones_stay_until_their_delete_horizon() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path());
+    for i in 0..20 {
+        put(&log, "gone", Some(&format!("{i}")));
+        put(&log, "kept", Some(&format!("{i}")));
+    }
+    put(&log, "gone", None);
+    for i in 0..40 {
+        put(&log, "filler", Some(&format!("{i}")));
+    }
+    clean(&log, 0, 10_000, 1 << 20, true).unwrap();
+    let recs = all(&log);
+    assert!(recs.iter().any(|(_, k, v)| k == "gone" && v.is_none()), "tombstone kept at first");
+    assert!(!recs.iter().any(|(_, k, v)| k == "gone" && v.is_some()));
+    // The horizon is now + delete.retention.ms (1 s): a cleaning before it keeps
+    // the tombstone, one after drops it.
+    clean(&log, 0, 10_500, 1 << 20, true).unwrap();
+    assert!(all(&log).iter().any(|(_, k, _)| k == "gone"));
+    clean(&log, 0, 11_001, 1 << 20, true).unwrap();
+    let recs = all(&log);
+    assert!(!recs.iter().any(|(_, k, _)| k == "gone"), "tombstone dropped past its horizon");
+    assert!(recs.iter().any(|(_, k, v)| k == "kept" && v.as_deref() == Some("19")));
+}
+
+#[test]
+fn a_small_buffer_cleans_in_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path());
+    for round in 0..3 {
+        for k in 0..200 {
+            put(&log, &format!("key-{k:04}"), Some(&format!("{round}")));
+        }
+    }
+    let first = clean(&log, 0, 0, 100 * ENTRY_BYTES, true).unwrap().unwrap();
+    assert!(first.cleaned_to < log.segment_bases().last().copied().unwrap());
+    let mut to = first.cleaned_to;
+    while let Some(r) = clean(&log, to, 0, 100 * ENTRY_BYTES, true).unwrap() {
+        assert!(r.cleaned_to > to);
+        to = r.cleaned_to;
+    }
+    let recs = all(&log);
+    for k in 0..200 {
+        let key = format!("key-{k:04}");
+        let latest = recs.iter().rev().find(|(_, kk, _)| kk == &key).unwrap();
+        if latest.0 < to {
+            assert_eq!(latest.2.as_deref(), Some("2"));
+        }
+    }
+}
+
+#[test]
+fn an_interrupted_swap_is_completed_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path());
+    for round in 0..20 {
+        for k in 0..5 {
+            put(&log, &format!("k{k}"), Some(&format!("v{round}")));
+        }
+    }
+    let expected_latest: Vec<_> = {
+        let recs = all(&log);
+        (0..5)
+            .map(|k| recs.iter().rev().find(|(_, kk, _)| kk == &format!("k{k}")).cloned().unwrap())
+            .collect()
+    };
+    let bases = log.segment_bases();
+    let end = log.log_end_offset();
+    drop(log);
+    let pdir = dir.path().join("t-0");
+    // A cleaned copy of the first two segments, left as a .swap by a crash
+    // before the old segments were renamed away.
+    let mut cleaned = Vec::new();
+    for base in &bases[..2] {
+        cleaned.extend(fs::read(pdir.join(file_name(*base, ".log"))).unwrap());
+    }
+    fs::write(pdir.join(format!("{}.swap", file_name(bases[0], ".log"))), &cleaned).unwrap();
+    fs::write(pdir.join(format!("{}.cleaned", file_name(bases[2], ".log"))), b"half").unwrap();
+    let log = open(dir.path());
+    assert_eq!(log.segment_bases()[0], bases[0]);
+    assert!(!log.segment_bases().contains(&bases[1]), "covered by the swap");
+    assert_eq!(log.log_end_offset(), end);
+    let recs = all(&log);
+    for e in &expected_latest {
+        assert!(recs.contains(e));
+    }
+    let leftovers: Vec<String> = fs::read_dir(&pdir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".swap") || n.ends_with(".cleaned") || n.ends_with(".deleted"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}

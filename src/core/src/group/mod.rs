@@ -1,0 +1,29 @@
+//! Consumer-group offsets as Kafka keeps them: records of the compacted internal
+//! topic `__consumer_offsets`, in Kafka's own key and value formats, in the
+//! partition Kafka's coordinator would pick for the group.
+
+pub mod codec;
+mod offsets;
+
+pub use codec::{OffsetCommitKey, OffsetCommitValue};
+pub use offsets::{commit, load_committed, CommittedOffsets};
+
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+/// The topic's settings: compacted, with Kafka's `offsets.topic.segment.bytes`.
+pub const OFFSETS_TOPIC_CONFIG: &[(&str, &str)] =
+    &[("cleanup.policy", "compact"), ("segment.bytes", "104857600")];
+
+/// Java's `String.hashCode` over UTF-16 code units, as Kafka computes it.
+pub fn java_string_hash(s: &str) -> i32 {
+    s.encode_utf16().fold(0i32, |h, unit| h.wrapping_mul(31).wrapping_add(i32::from(unit)))
+}
+
+/// Kafka's `Utils.abs(groupId.hashCode()) % partitionCount`.
+pub fn offsets_partition(group: &str, partitions: i32) -> i32 {
+    let h = java_string_hash(group);
+    let abs = if h == i32::MIN { 0 } else { h.abs() };
+    abs % partitions.max(1)
+}
+
+#[cfg(test)]
+mod tests;

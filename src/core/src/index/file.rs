@@ -1,0 +1,206 @@
+//! The storage both index kinds share: a file of fixed-size, sorted entries,
+//! memory-mapped and preallocated for the writer, read into memory for a
+//! read-only opener in another process.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use memmap2::MmapMut;
+
+use crate::error::{Error, Result};
+
+enum Entries {
+    /// The writer's view: a shared mapping of the preallocated file.
+    Mapped(MmapMut),
+    /// A reader's private copy of the entries known so far.
+    Loaded(Vec<u8>),
+}
+
+/// The storage shared by both index kinds: fixed-size, sorted entries.
+pub(super) struct IndexFile {
+    path: PathBuf,
+    /// None for an index that exists only in memory (a reader found no file).
+    file: Option<File>,
+    entries: Entries,
+    entry_size: usize,
+    pub(super) len: usize,
+    pub(super) max_entries: usize,
+}
+
+impl IndexFile {
+    pub(super) fn open_writable(path: &Path, entry_size: usize, max_bytes: usize) -> Result<Self> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(Error::at(path))?;
+        let existing = file.metadata().map_err(Error::at(path))?.len() as usize;
+        let len = existing / entry_size;
+        let max_entries = (max_bytes / entry_size).max(len).max(1);
+        file.set_len((max_entries * entry_size) as u64).map_err(Error::at(path))?;
+        // SAFETY: the store's lock file guarantees that this process is the only
+        // writer of this file, and it is never shrunk while the mapping lives
+        // (`trim` drops the mapping first). Readers in other processes use pread.
+        let map = unsafe { MmapMut::map_mut(&file) }.map_err(Error::at(path))?;
+        let mut idx = IndexFile {
+            path: path.to_owned(),
+            file: Some(file),
+            entries: Entries::Mapped(map),
+            entry_size,
+            len,
+            max_entries,
+        };
+        // A preallocated file from a crash holds trailing zero entries; keep only
+        // the real ones (the caller sanity-checks them against the log).
+        idx.len = idx.count_nonzero_prefix(len);
+        Ok(idx)
+    }
+
+    pub(super) fn open_read_only(path: &Path, entry_size: usize) -> Result<Self> {
+        let file = File::open(path).map_err(Error::at(path))?;
+        let mut idx = IndexFile {
+            path: path.to_owned(),
+            file: Some(file),
+            entries: Entries::Loaded(Vec::new()),
+            entry_size,
+            len: 0,
+            max_entries: usize::MAX,
+        };
+        idx.reload()?;
+        Ok(idx)
+    }
+
+    pub(super) fn empty(path: &Path, entry_size: usize) -> Self {
+        IndexFile {
+            path: path.to_owned(),
+            file: None,
+            entries: Entries::Loaded(Vec::new()),
+            entry_size,
+            len: 0,
+            max_entries: usize::MAX,
+        }
+    }
+
+    /// Re-reads the file's entries (a reader following a live writer).
+    pub(super) fn reload(&mut self) -> Result<()> {
+        if self.file.is_none() {
+            match File::open(&self.path) {
+                Ok(f) => self.file = Some(f),
+                Err(_) => return Ok(()),
+            }
+        }
+        let (Entries::Loaded(buf), Some(file)) = (&mut self.entries, &self.file) else { return Ok(()) };
+        let size = file.metadata().map_err(Error::at(&self.path))?.len() as usize;
+        buf.resize(size - size % self.entry_size, 0);
+        let mut done = 0;
+        while done < buf.len() {
+            match file.read_at(&mut buf[done..], done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::at(&self.path)(e)),
+            }
+        }
+        buf.truncate(done - done % self.entry_size);
+        let n = buf.len() / self.entry_size;
+        self.len = self.count_nonzero_prefix(n);
+        Ok(())
+    }
+
+    pub(super) fn bytes(&self) -> &[u8] {
+        match &self.entries {
+            Entries::Mapped(m) => &m[..],
+            Entries::Loaded(v) => &v[..],
+        }
+    }
+
+    pub(super) fn entry(&self, i: usize) -> &[u8] {
+        &self.bytes()[i * self.entry_size..(i + 1) * self.entry_size]
+    }
+
+    /// Entries are written in order and no real entry is all zeros (a segment's
+    /// first batch is never indexed), so the filled prefix ends at the first zero entry.
+    pub(super) fn count_nonzero_prefix(&self, upper: usize) -> usize {
+        let (mut lo, mut hi) = (0, upper);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.entry(mid).iter().all(|&b| b == 0) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        lo
+    }
+
+    pub(super) fn is_full(&self) -> bool {
+        self.len >= self.max_entries
+    }
+
+    pub(super) fn push(&mut self, entry: &[u8]) -> Result<()> {
+        let Entries::Mapped(map) = &mut self.entries else {
+            return Err(Error::ReadOnly("writing an index"));
+        };
+        let at = self.len * self.entry_size;
+        map[at..at + self.entry_size].copy_from_slice(entry);
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Index of the greatest entry whose key is <= target, by binary search.
+    pub(super) fn floor(&self, key: impl Fn(&[u8]) -> i64, target: i64) -> Option<usize> {
+        let (mut lo, mut hi) = (0, self.len);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if key(self.entry(mid)) <= target {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo.checked_sub(1)
+    }
+
+    pub(super) fn truncate_entries(&mut self, n: usize) {
+        let n = n.min(self.len);
+        if let Entries::Mapped(map) = &mut self.entries {
+            map[n * self.entry_size..self.len * self.entry_size].fill(0);
+        }
+        self.len = n;
+    }
+
+    pub(super) fn flush(&self) -> Result<()> {
+        if let Entries::Mapped(m) = &self.entries {
+            m.flush().map_err(Error::at(&self.path))?;
+        }
+        Ok(())
+    }
+
+    /// Shrinks the file to exactly its entries and stops accepting new ones:
+    /// what Kafka does when a segment goes inactive or the log closes.
+    pub(super) fn trim(&mut self) -> Result<()> {
+        if !matches!(self.entries, Entries::Mapped(_)) {
+            return Ok(());
+        }
+        self.flush()?;
+        let keep = self.len;
+        let saved = self.bytes()[..self.len * self.entry_size].to_vec();
+        self.entries = Entries::Loaded(saved);
+        if let Some(f) = &self.file {
+            f.set_len((keep * self.entry_size) as u64).map_err(Error::at(&self.path))?;
+        }
+        self.max_entries = self.len;
+        Ok(())
+    }
+
+    pub(super) fn sync(&self) -> Result<()> {
+        self.flush()?;
+        match &self.file {
+            Some(f) => f.sync_data().map_err(Error::at(&self.path)),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! Appending to the log: offsets assigned by patching each batch's header in
+//! place, segment rolls, and the flush policy's count of unflushed records.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::{PartitionLog, LEADER_EPOCH};
+use crate::clock::now_ms;
+use crate::config::LogConfig;
+use crate::error::{Error, Result};
+use crate::record::batch::{
+    build_batches, set_base_offset, set_log_append_time, set_partition_leader_epoch, NO_TIMESTAMP,
+};
+use crate::record::validator::BatchRules;
+use crate::record::{BatchIter, Compression, NewRecord, RecordBatch, TimestampType};
+use crate::segment::{BatchInfo, Segment, SegmentMode};
+
+/// Where an append landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    /// The broker-assigned time for LogAppendTime topics, else -1.
+    pub log_append_time: i64,
+    pub records: i64,
+}
+
+/// Who built the batches of an append, which decides how far they are checked
+/// (Kafka's `AppendOrigin`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendOrigin {
+    /// A client or a file: every batch is CRC-checked and validated.
+    Client,
+    /// seglog's own producer or offsets store in this process: well formed by
+    /// construction; only the size bound is checked.
+    Embedded,
+}
+
+impl PartitionLog {
+    fn rules<'a>(&'a self, config: &LogConfig) -> BatchRules<'a> {
+        BatchRules {
+            topic: &self.topic,
+            max_batch_bytes: config.max_message_bytes,
+            compacted: config.cleanup_policy.compact,
+        }
+    }
+
+    /// Refuses a keyless record for a compacted topic (Kafka's rule).
+    pub fn check_key(&self, key: Option<&[u8]>) -> Result<()> {
+        self.rules(&self.config()).check_key(key)
+    }
+
+    /// Encodes `records` into batches and appends them; a record whose timestamp
+    /// is `NO_TIMESTAMP` gets the time of the append. With `durable`, returns once
+    /// they are fsynced.
+    pub fn append_records(
+        &self,
+        records: &[NewRecord<'_>],
+        compression: Compression,
+        durable: bool,
+    ) -> Result<AppendInfo> {
+        if records.is_empty() {
+            return Err(Error::InvalidArgument("records is empty: nothing to append".into()));
+        }
+        let config = self.config();
+        let rules = self.rules(&config);
+        for r in records {
+            rules.check_key(r.key)?;
+        }
+        let now = now_ms();
+        let stamped: Vec<NewRecord<'_>>;
+        let records = if records.iter().any(|r| r.timestamp == NO_TIMESTAMP) {
+            stamped = records
+                .iter()
+                .map(|r| NewRecord {
+                    timestamp: if r.timestamp == NO_TIMESTAMP { now } else { r.timestamp },
+                    ..*r
+                })
+                .collect();
+            &stamped[..]
+        } else {
+            records
+        };
+        let max = config.max_message_bytes.min(1 << 20);
+        let buf = build_batches(records, compression, TimestampType::CreateTime, max);
+        let info = self.append_as_leader(buf, AppendOrigin::Embedded)?;
+        if durable {
+            self.wait_durable(info.last_offset + 1)?;
+        }
+        Ok(info)
+    }
+
+    /// Appends the batches in `buf` (back to back) as the partition's leader:
+    /// offsets, leader epoch and (for LogAppendTime topics) timestamps are
+    /// assigned here. The whole append is refused if any batch is bad.
+    pub fn append_as_leader(&self, mut buf: Vec<u8>, origin: AppendOrigin) -> Result<AppendInfo> {
+        if self.read_only {
+            return Err(Error::ReadOnly("append"));
+        }
+        let config = self.config();
+        let rules = self.rules(&config);
+        let validate = origin == AppendOrigin::Client;
+        // Find the batch boundaries first, refusing the whole append if any is bad.
+        let mut bounds = Vec::new();
+        {
+            let mut pos = 0;
+            for b in BatchIter::new(&buf, validate) {
+                let b = b?;
+                if validate {
+                    rules.check_client_batch(&b)?;
+                } else {
+                    rules.check_size(&b)?;
+                }
+                bounds.push((pos, b.size(), b.records_count(), b.last_offset_delta()));
+                pos += b.size();
+            }
+        }
+        if bounds.is_empty() {
+            return Err(Error::InvalidArgument("nothing to append: no record batch given".into()));
+        }
+        let mut w = self.writer.lock();
+        self.check_open()?;
+        let log_append_time =
+            if config.message_timestamp_type == TimestampType::LogAppendTime { now_ms() } else { -1 };
+        let first = self.log_end_offset();
+        let mut next = first;
+        let mut records = 0i64;
+        for &(pos, size, count, last_delta) in &bounds {
+            let bytes = &mut buf[pos..pos + size];
+            set_base_offset(bytes, next);
+            set_partition_leader_epoch(bytes, LEADER_EPOCH);
+            if log_append_time >= 0 {
+                set_log_append_time(bytes, log_append_time);
+            }
+            let batch = RecordBatch::parse_header(bytes)?;
+            let info = BatchInfo {
+                position: 0,
+                size: size as u64,
+                base_offset: next,
+                last_offset: next + i64::from(last_delta),
+                max_timestamp: batch.max_timestamp(),
+                records: count,
+            };
+            let seg = self.maybe_roll(&config, &info)?;
+            seg.append(bytes, &info, config.index_interval_bytes)?;
+            next = info.last_offset + 1;
+            records += i64::from(count);
+            self.end_offset.store(next, Ordering::Release);
+        }
+        if let Some(signal) = &*self.signal.read() {
+            signal.bump();
+        }
+        w.unflushed_messages += records;
+        let due = w.unflushed_messages >= config.flush_messages
+            || (config.flush_ms < i64::MAX && w.last_flush.elapsed().as_millis() as i64 >= config.flush_ms);
+        if due {
+            w.unflushed_messages = 0;
+            w.last_flush = Instant::now();
+            drop(w);
+            self.flush_to(next, false)?;
+        }
+        Ok(AppendInfo { base_offset: first, last_offset: next - 1, log_append_time, records })
+    }
+
+    /// Rolls to a new segment when Kafka would: the batch would overflow
+    /// `segment.bytes`, the segment is older than `segment.ms`, an index is full,
+    /// or the batch's offsets no longer fit a 32-bit relative offset.
+    fn maybe_roll(&self, config: &LogConfig, info: &BatchInfo) -> Result<Arc<Segment>> {
+        let seg = self.active()?;
+        let size = seg.size();
+        if size == 0 {
+            return Ok(seg);
+        }
+        let too_big = size + info.size > config.segment_bytes;
+        let too_old = match seg.first_batch_timestamp()? {
+            Some(ts) if ts >= 0 => info.max_timestamp.saturating_sub(ts) > config.segment_ms,
+            _ => false,
+        };
+        let overflow = info.last_offset - seg.base_offset > i64::from(i32::MAX);
+        if !(too_big || too_old || overflow || seg.index_is_full()) {
+            return Ok(seg);
+        }
+        seg.seal()?;
+        let base = info.base_offset;
+        let new = Arc::new(Segment::open(&self.dir, base, config.segment_index_bytes, SegmentMode::Active)?);
+        self.segments.write().insert(base, new.clone());
+        self.dir_dirty.store(true, Ordering::Release);
+        Ok(new)
+    }
+}

@@ -1,0 +1,142 @@
+//! Opening a log: recovery of what an unclean stop left, and the read-only
+//! opening of a log another process writes.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::{PartitionLog, LEADER_EPOCH, LEADER_EPOCH_CHECKPOINT};
+use crate::checkpoint;
+use crate::cleaner::recover_swaps;
+use crate::config::LogConfig;
+use crate::error::{Error, Result};
+use crate::segment::{files, Segment, SegmentMode};
+
+/// What opening the log found and did.
+#[derive(Debug, Clone, Default)]
+pub struct LoadReport {
+    pub recovered_segments: usize,
+    pub truncated_bytes: u64,
+    pub deleted_segments: usize,
+}
+
+/// Removes what an interrupted operation left behind: temporary files and
+/// indexes whose log is gone (Kafka's rules before recovery).
+fn remove_strays(dir: &Path) -> Result<()> {
+    for entry in fs::read_dir(dir).map_err(Error::at(dir))? {
+        let entry = entry.map_err(Error::at(dir))?;
+        let path = entry.path();
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else { continue };
+        let orphan_index = [files::INDEX, files::TIME_INDEX].iter().any(|sfx| {
+            files::parse_file_name(name, sfx)
+                .is_some_and(|b| !dir.join(files::file_name(b, files::LOG)).exists())
+        });
+        if files::is_leftover(name) || orphan_index {
+            fs::remove_file(&path).map_err(Error::at(&path))?;
+        }
+    }
+    Ok(())
+}
+
+impl PartitionLog {
+    /// Opens the log for writing. Unless the store shut down cleanly, every
+    /// segment from the one holding `recovery_point` on is scanned and cut at the
+    /// first bad batch; segments after a cut are deleted.
+    pub fn open(
+        dir: &Path,
+        topic: &str,
+        partition: i32,
+        config: Arc<LogConfig>,
+        recovery_point: i64,
+        log_start_checkpoint: Option<i64>,
+        clean_shutdown: bool,
+    ) -> Result<(Self, LoadReport)> {
+        fs::create_dir_all(dir).map_err(Error::at(dir))?;
+        recover_swaps(dir)?;
+        remove_strays(dir)?;
+        let mut report = LoadReport::default();
+        let mut bases = files::list_segments(dir)?;
+        if bases.is_empty() {
+            bases.push(log_start_checkpoint.unwrap_or(0).max(0));
+        }
+        let last_base = *bases.last().unwrap_or(&0);
+        let index_bytes = config.segment_index_bytes;
+        let max_batch = (config.max_message_bytes as u64).max(1 << 20) * 16;
+        let allow_gaps = config.cleanup_policy.compact;
+        let mut segments = BTreeMap::new();
+        let recover_from =
+            bases.iter().copied().take_while(|&b| b <= recovery_point).last().unwrap_or(bases[0]);
+        let mut cut = false;
+        for &base in &bases {
+            if cut {
+                Segment::open(dir, base, index_bytes, SegmentMode::Sealed)?.delete_files()?;
+                report.deleted_segments += 1;
+                continue;
+            }
+            let is_last = base == last_base;
+            let mode = if is_last { SegmentMode::Active } else { SegmentMode::Sealed };
+            let needs_recovery = !clean_shutdown && base >= recover_from;
+            let seg = if needs_recovery || !Segment::indexes_exist(dir, base) {
+                let seg = Segment::open(dir, base, index_bytes, SegmentMode::Active)?;
+                let r = seg.recover(config.index_interval_bytes, max_batch, allow_gaps)?;
+                report.recovered_segments += 1;
+                report.truncated_bytes += r.truncated_bytes;
+                if r.truncated_bytes > 0 {
+                    cut = true;
+                }
+                if is_last || cut {
+                    seg
+                } else {
+                    seg.seal()?;
+                    Segment::open(dir, base, index_bytes, mode)?
+                }
+            } else {
+                let seg = Segment::open(dir, base, index_bytes, mode)?;
+                if !seg.index_is_sane()? {
+                    // A damaged index is rebuilt from the log, as Kafka does.
+                    drop(seg);
+                    let seg = Segment::open(dir, base, index_bytes, SegmentMode::Active)?;
+                    seg.recover(config.index_interval_bytes, max_batch, allow_gaps)?;
+                    report.recovered_segments += 1;
+                    if !is_last {
+                        seg.seal()?;
+                    }
+                    Segment::open(dir, base, index_bytes, mode)?
+                } else {
+                    seg
+                }
+            };
+            segments.insert(base, Arc::new(seg));
+        }
+        // A cut makes the cut segment the active one.
+        let (&active_base, active) = segments
+            .iter()
+            .next_back()
+            .ok_or_else(|| Error::InvalidArgument(format!("no segments in {}", dir.display())))?;
+        let end = active.last_batch(active.size())?.map_or(active_base, |b| b.last_offset + 1);
+        let first_base = *segments.keys().next().unwrap_or(&0);
+        let start = log_start_checkpoint.unwrap_or(first_base).clamp(first_base, end);
+        let rp = recovery_point.min(end);
+        let durable = if clean_shutdown { end } else { rp };
+        let log = PartitionLog::new(dir, topic, partition, config, segments, false);
+        log.end_offset.store(end, Ordering::Release);
+        log.start_offset.store(start, Ordering::Release);
+        log.recovery_point.store(durable, Ordering::Release);
+        log.flush.lock().flushed_to = durable;
+        let epoch_file = dir.join(LEADER_EPOCH_CHECKPOINT);
+        if !epoch_file.exists() {
+            checkpoint::write_leader_epochs(&epoch_file, &[(LEADER_EPOCH, 0)])?;
+        }
+        Ok((log, report))
+    }
+
+    /// Opens the log for reading while another process may be writing it. Nothing
+    /// on disk is changed; reads stop at the last whole, CRC-valid batch.
+    pub fn open_read_only(dir: &Path, topic: &str, partition: i32, config: Arc<LogConfig>) -> Result<Self> {
+        let log = PartitionLog::new(dir, topic, partition, config, BTreeMap::new(), true);
+        log.catch_up()?;
+        Ok(log)
+    }
+}

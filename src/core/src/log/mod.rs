@@ -1,0 +1,230 @@
+//! One topic-partition: an ordered set of segments, the last one active
+//! (Kafka's `UnifiedLog`). Its child modules own its parts: loading and
+//! recovery, append, flush, read, truncation, retention, the catch-up of a
+//! read-only opener, and the segment swap the cleaner asks for.
+//!
+//! Appends are serialised by the writer lock; reads take no lock beyond a brief
+//! look at the segment map, and see data up to the log end offset, which is
+//! published (atomically) only after the bytes are in the file. Lock order,
+//! wherever both are taken: maintenance, then writer.
+
+mod append;
+mod flush;
+mod loader;
+mod read;
+mod refresh;
+mod replace;
+mod retention;
+mod signal;
+mod truncate;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
+
+use crate::config::LogConfig;
+use crate::error::{Error, Result};
+use crate::segment::Segment;
+
+pub use append::{AppendInfo, AppendOrigin};
+pub use loader::LoadReport;
+pub use read::ReadSlice;
+pub use retention::RetentionResult;
+pub use signal::AppendSignal;
+
+/// The leader epoch stamped on appended batches: an embedded log is its own
+/// leader and never changes epoch.
+pub const LEADER_EPOCH: i32 = 0;
+pub const LEADER_EPOCH_CHECKPOINT: &str = "leader-epoch-checkpoint";
+
+/// How far fsyncs have reached, and whether one is running (group commit).
+struct FlushState {
+    flushed_to: i64,
+    running: bool,
+}
+
+/// What the flush policy counts between flushes (`flush.messages`, `flush.ms`).
+struct WriterState {
+    unflushed_messages: i64,
+    last_flush: Instant,
+}
+
+pub struct PartitionLog {
+    topic: String,
+    partition: i32,
+    dir: PathBuf,
+    config: RwLock<Arc<LogConfig>>,
+    segments: RwLock<BTreeMap<i64, Arc<Segment>>>,
+    writer: Mutex<WriterState>,
+    end_offset: AtomicI64,
+    start_offset: AtomicI64,
+    recovery_point: AtomicI64,
+    flush: Mutex<FlushState>,
+    flushed: Condvar,
+    dir_dirty: AtomicBool,
+    read_only: bool,
+    closed: AtomicBool,
+    /// Serialises a read-only opener's look at what the writer added.
+    catch_up: Mutex<()>,
+    signal: RwLock<Option<Arc<AppendSignal>>>,
+    /// Files renamed `.deleted`, removed once their time comes.
+    pending_deletes: Mutex<Vec<(Instant, PathBuf)>>,
+    /// One maintenance task (retention, cleaning, truncation) at a time.
+    maintenance: Mutex<()>,
+    /// The earliest delete horizon the cleaner wrote (i64::MAX: none known): once
+    /// it passes, the log is cleanable again even with nothing dirty.
+    tombstone_horizon: AtomicI64,
+    /// Set when an fsync failed: the kernel may have dropped the dirty pages, so
+    /// a later fsync that succeeds proves nothing. The log refuses writes.
+    sync_failed: AtomicBool,
+}
+
+impl PartitionLog {
+    /// The state of a log with these segments and nothing else known yet.
+    fn new(
+        dir: &Path,
+        topic: &str,
+        partition: i32,
+        config: Arc<LogConfig>,
+        segments: BTreeMap<i64, Arc<Segment>>,
+        read_only: bool,
+    ) -> Self {
+        PartitionLog {
+            topic: topic.to_string(),
+            partition,
+            dir: dir.to_owned(),
+            config: RwLock::new(config),
+            segments: RwLock::new(segments),
+            writer: Mutex::new(WriterState { unflushed_messages: 0, last_flush: Instant::now() }),
+            end_offset: AtomicI64::new(0),
+            start_offset: AtomicI64::new(0),
+            recovery_point: AtomicI64::new(0),
+            flush: Mutex::new(FlushState { flushed_to: 0, running: false }),
+            flushed: Condvar::new(),
+            // A new writer has not made its directory entries durable yet.
+            dir_dirty: AtomicBool::new(!read_only),
+            read_only,
+            closed: AtomicBool::new(false),
+            catch_up: Mutex::new(()),
+            signal: RwLock::new(None),
+            pending_deletes: Mutex::new(Vec::new()),
+            maintenance: Mutex::new(()),
+            tombstone_horizon: AtomicI64::new(i64::MAX),
+            sync_failed: AtomicBool::new(false),
+        }
+    }
+
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+    pub fn partition(&self) -> i32 {
+        self.partition
+    }
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Appends will bump `signal`, waking in-process waiters.
+    pub fn set_signal(&self, signal: Arc<AppendSignal>) {
+        *self.signal.write() = Some(signal);
+    }
+
+    pub fn config(&self) -> Arc<LogConfig> {
+        self.config.read().clone()
+    }
+    pub fn set_config(&self, config: Arc<LogConfig>) {
+        *self.config.write() = config;
+    }
+    pub fn log_end_offset(&self) -> i64 {
+        self.end_offset.load(Ordering::Acquire)
+    }
+    pub fn log_start_offset(&self) -> i64 {
+        self.start_offset.load(Ordering::Acquire)
+    }
+    pub fn recovery_point(&self) -> i64 {
+        self.recovery_point.load(Ordering::Acquire)
+    }
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+    pub fn segment_count(&self) -> usize {
+        self.segments.read().len()
+    }
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.read().values().map(|s| s.size()).sum()
+    }
+    pub fn segment_bases(&self) -> Vec<i64> {
+        self.segments.read().keys().copied().collect()
+    }
+    /// The segments as they are now, oldest first; the last is the active one.
+    pub fn segments(&self) -> Vec<Arc<Segment>> {
+        self.segments.read().values().cloned().collect()
+    }
+
+    /// Holds off other maintenance (retention, cleaning, truncation) of this log.
+    pub fn lock_maintenance(&self) -> MutexGuard<'_, ()> {
+        self.maintenance.lock()
+    }
+    /// The earliest delete horizon of the tombstones the cleaner kept.
+    pub fn tombstone_horizon(&self) -> i64 {
+        self.tombstone_horizon.load(Ordering::Acquire)
+    }
+    pub fn set_tombstone_horizon(&self, horizon: i64) {
+        self.tombstone_horizon.store(horizon, Ordering::Release);
+    }
+
+    /// Refuses use after close, and writes after a failed fsync.
+    pub fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        if self.sync_failed.load(Ordering::Acquire) {
+            return Err(Error::IoAt {
+                path: self.dir.clone(),
+                source: std::io::Error::other(
+                    "an earlier fsync of this log failed; reopen the store to recover",
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    fn active(&self) -> Result<Arc<Segment>> {
+        self.segments.read().values().next_back().cloned().ok_or(Error::Closed)
+    }
+
+    /// Flushes and seals the active segment; the log refuses use afterwards.
+    pub fn close(&self) -> Result<()> {
+        if self.read_only {
+            self.closed.store(true, Ordering::Release);
+            return Ok(());
+        }
+        let _w = self.writer.lock();
+        if self.closed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.flush()?;
+        self.active()?.seal()?;
+        self.closed.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Deletes the partition directory (the log must be closed or about to be dropped).
+    pub fn delete(&self) -> Result<()> {
+        self.closed.store(true, Ordering::Release);
+        self.segments.write().clear();
+        match fs::remove_dir_all(&self.dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::at(&self.dir)(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

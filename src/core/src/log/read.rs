@@ -1,0 +1,117 @@
+//! Reading the log: whole batches from one segment as a file range (what a
+//! Fetch sends), and the offset for a timestamp (ListOffsets by time).
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use super::PartitionLog;
+use crate::error::{CorruptBatch, Error, Result};
+use crate::record::{RecordBatch, TimestampType};
+use crate::segment::{FileRange, Segment};
+
+/// A read: whole batches from one segment, as a file range, plus the bounds the
+/// reader may want (Kafka's Fetch returns the same).
+#[derive(Clone)]
+pub struct ReadSlice {
+    pub segment: Option<Arc<Segment>>,
+    pub range: Option<FileRange>,
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+}
+
+impl ReadSlice {
+    pub fn bytes(&self) -> Result<Vec<u8>> {
+        match (&self.segment, &self.range) {
+            (Some(seg), Some(r)) => seg.read_bytes(r.position, r.length as usize),
+            _ => Ok(Vec::new()),
+        }
+    }
+}
+
+impl PartitionLog {
+    /// Whole batches starting with the one that holds `offset`, at most
+    /// `max_bytes` (but always one batch, however large), from one segment.
+    pub fn read(&self, offset: i64, max_bytes: u64) -> Result<ReadSlice> {
+        self.check_open()?;
+        if self.read_only && offset >= self.log_end_offset() {
+            self.catch_up_until(offset.saturating_add(1))?;
+            if offset >= self.log_end_offset() {
+                // Caught up to a damaged batch: say so, rather than look like the end.
+                let active = self.segments.read().values().next_back().cloned();
+                if let Some((seg, pos)) = active.and_then(|s| s.damaged_at().map(|p| (s, p))) {
+                    return Err(CorruptBatch::BadRecord(format!(
+                        "the batch at position {pos} of {} is damaged (a valid batch follows it); \
+                         the writer's next recovery cuts the log there",
+                        seg.log_path().display()
+                    ))
+                    .into());
+                }
+            }
+        }
+        let end = self.log_end_offset();
+        let start = self.log_start_offset();
+        let empty =
+            |seg| ReadSlice { segment: seg, range: None, log_start_offset: start, log_end_offset: end };
+        if offset == end {
+            return Ok(empty(None));
+        }
+        if offset < start || offset > end {
+            return Err(Error::OffsetOutOfRange {
+                topic: self.topic.clone(),
+                partition: self.partition,
+                offset,
+                start,
+                end,
+            });
+        }
+        let candidates: Vec<Arc<Segment>> = {
+            let map = self.segments.read();
+            let first = map.range(..=offset).next_back().map_or(i64::MIN, |(b, _)| *b);
+            map.range((Bound::Included(first), Bound::Unbounded)).map(|(_, s)| s.clone()).collect()
+        };
+        for seg in candidates {
+            if let Some(range) = seg.range_from(offset, max_bytes, seg.size())? {
+                return Ok(ReadSlice {
+                    segment: Some(seg),
+                    range: Some(range),
+                    log_start_offset: start,
+                    log_end_offset: end,
+                });
+            }
+        }
+        Ok(empty(None))
+    }
+
+    /// The earliest (offset, timestamp) of a record with timestamp >= `timestamp`,
+    /// or None if every record is older (Kafka's ListOffsets by time).
+    pub fn offset_for_time(&self, timestamp: i64) -> Result<Option<(i64, i64)>> {
+        self.check_open()?;
+        self.catch_up()?;
+        let start = self.log_start_offset();
+        let segs = self.segments();
+        let n = segs.len();
+        for (i, seg) in segs.into_iter().enumerate() {
+            if i + 1 < n && seg.max_timestamp() < timestamp {
+                continue;
+            }
+            let mut from = 0;
+            let size = seg.size();
+            while let Some(b) = seg.find_by_timestamp_from(timestamp, from, size)? {
+                let bytes = seg.read_bytes(b.position, b.size as usize)?;
+                let batch = RecordBatch::parse(&bytes)?;
+                let base_ts = batch.base_timestamp();
+                let log_append = batch.timestamp_type() == TimestampType::LogAppendTime;
+                let payload = batch.records_payload()?;
+                for r in batch.records(&payload)? {
+                    let ts = if log_append { batch.max_timestamp() } else { base_ts + r.timestamp_delta };
+                    let off = batch.base_offset() + i64::from(r.offset_delta);
+                    if ts >= timestamp && off >= start {
+                        return Ok(Some((off, ts)));
+                    }
+                }
+                from = b.position + b.size;
+            }
+        }
+        Ok(None)
+    }
+}

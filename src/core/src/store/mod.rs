@@ -1,0 +1,488 @@
+//! A store: one directory of topic-partitions, laid out as a Kafka log directory,
+//! with one writing process (an exclusive lock on `.lock`, which names its PID)
+//! and any number of read-only openers.
+
+mod inotify;
+mod lock;
+mod scheduler;
+mod topic;
+mod wait;
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::checkpoint::{self, CLEANER_OFFSET, LOG_START_OFFSET, RECOVERY_POINT};
+use crate::config::StoreConfig;
+use crate::error::{Error, Result};
+use crate::log::{AppendSignal, LoadReport, PartitionLog};
+
+pub use lock::LOCK_FILE;
+pub use scheduler::MaintenanceReport;
+use scheduler::MaintenanceThread;
+use topic::{new_topic_id, partition_dir, TopicFile};
+pub use topic::{validate_topic_name, PartitionDescription, Topic, TopicDescription, MAX_TOPIC_NAME};
+
+pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
+pub const TOPICS_DIR: &str = ".topics";
+pub const PARTITION_METADATA: &str = "partition.metadata";
+
+pub struct Store {
+    path: PathBuf,
+    read_only: bool,
+    config: StoreConfig,
+    lock: Mutex<Option<File>>,
+    topics: RwLock<BTreeMap<String, Arc<Topic>>>,
+    /// Serialises topic creation and deletion.
+    admin: Mutex<()>,
+    closed: AtomicBool,
+    load_report: LoadReport,
+    clean_open: bool,
+    signal: Arc<AppendSignal>,
+    /// Per partition, the first offset the cleaner has not cleaned.
+    cleaner_offsets: Mutex<BTreeMap<(String, i32), i64>>,
+    maintenance: Mutex<Option<MaintenanceThread>>,
+}
+
+impl Store {
+    /// Opens (creating the directory if needed) a store for writing, or, with
+    /// `read_only`, an existing one for reading beside its writer.
+    pub fn open(path: &Path, config: &BTreeMap<String, String>, read_only: bool) -> Result<Arc<Store>> {
+        let config = StoreConfig::from_map(config)?;
+        match fs::metadata(path) {
+            Ok(meta) if !meta.is_dir() => {
+                return Err(Error::at(path)(std::io::Error::from_raw_os_error(libc::ENOTDIR)));
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !read_only => {
+                fs::create_dir_all(path).map_err(Error::at(path))?;
+            }
+            Err(e) => return Err(Error::at(path)(e)),
+        }
+        let lock = if read_only { None } else { Some(lock::acquire(path)?) };
+        let clean = !read_only && path.join(CLEAN_SHUTDOWN_FILE).exists();
+        let mut store = Store {
+            path: path.to_owned(),
+            read_only,
+            config,
+            lock: Mutex::new(lock),
+            topics: RwLock::new(BTreeMap::new()),
+            admin: Mutex::new(()),
+            closed: AtomicBool::new(false),
+            load_report: LoadReport::default(),
+            clean_open: clean,
+            signal: Arc::new(AppendSignal::default()),
+            cleaner_offsets: Mutex::new(BTreeMap::new()),
+            maintenance: Mutex::new(None),
+        };
+        store.load_report = store.load_topics()?;
+        if !read_only {
+            // From here on a crash is an unclean stop: the marker must go first.
+            match fs::remove_file(path.join(CLEAN_SHUTDOWN_FILE)) {
+                Ok(()) => checkpoint::sync_dir(path)?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::at(path.join(CLEAN_SHUTDOWN_FILE))(e)),
+            }
+            *store.cleaner_offsets.lock() = checkpoint::read_offsets(&path.join(CLEANER_OFFSET))?;
+            store.write_checkpoints()?;
+        }
+        let store = Arc::new(store);
+        if !read_only {
+            store.start_maintenance()?;
+        }
+        Ok(store)
+    }
+
+    fn topic_files(&self) -> Result<Vec<TopicFile>> {
+        let dir = self.path.join(TOPICS_DIR);
+        let entries = match fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(Error::at(&dir)(e)),
+        };
+        let mut out = Vec::new();
+        for entry in entries {
+            let path = entry.map_err(Error::at(&dir))?.path();
+            if path.extension().and_then(|e| e.to_str()) != Some("json") {
+                continue;
+            }
+            let text = fs::read_to_string(&path).map_err(Error::at(&path))?;
+            let tf: TopicFile = serde_json::from_str(&text).map_err(|e| {
+                Error::InvalidConfig(format!("unreadable topic file {}: {e}", path.display()))
+            })?;
+            validate_topic_name(&tf.name)?;
+            out.push(tf);
+        }
+        Ok(out)
+    }
+
+    /// Opens every topic listed under `.topics` that is not open yet (a reader
+    /// calls this again to see topics the writer created since).
+    fn load_topics(&self) -> Result<LoadReport> {
+        let files = self.topic_files()?;
+        let (recovery, starts) = if self.read_only {
+            (BTreeMap::new(), BTreeMap::new())
+        } else {
+            (
+                checkpoint::read_offsets(&self.path.join(RECOVERY_POINT))?,
+                checkpoint::read_offsets(&self.path.join(LOG_START_OFFSET))?,
+            )
+        };
+        let mut report = LoadReport::default();
+        let mut topics = self.topics.write();
+        if self.read_only {
+            let names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
+            topics.retain(|n, _| names.contains(&n.as_str()));
+        }
+        for tf in files {
+            if topics.contains_key(&tf.name) {
+                continue;
+            }
+            let config = Arc::new(self.config.topic_defaults.with_overrides(&tf.config)?);
+            let mut partitions = Vec::with_capacity(tf.partitions.max(0) as usize);
+            for p in 0..tf.partitions {
+                let dir = partition_dir(&self.path, &tf.name, p);
+                let log = if self.read_only {
+                    PartitionLog::open_read_only(&dir, &tf.name, p, config.clone())?
+                } else {
+                    let key = (tf.name.clone(), p);
+                    let rp = recovery.get(&key).copied().unwrap_or(0);
+                    let (log, r) = PartitionLog::open(
+                        &dir,
+                        &tf.name,
+                        p,
+                        config.clone(),
+                        rp,
+                        starts.get(&key).copied(),
+                        self.clean_open,
+                    )?;
+                    report.recovered_segments += r.recovered_segments;
+                    report.truncated_bytes += r.truncated_bytes;
+                    report.deleted_segments += r.deleted_segments;
+                    log
+                };
+                partitions.push(Arc::new(log));
+            }
+            let topic =
+                Topic { name: tf.name.clone(), id: tf.topic_id, overrides: tf.config, config, partitions };
+            topics.insert(tf.name, Arc::new(topic));
+        }
+        Ok(report)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
+    }
+    /// What opening found: segments scanned, bytes cut from torn tails.
+    pub fn load_report(&self) -> &LoadReport {
+        &self.load_report
+    }
+    pub fn was_clean_shutdown(&self) -> bool {
+        self.clean_open
+    }
+
+    /// Bumped by every append in this process (see `AppendSignal`).
+    pub fn append_signal(&self) -> &Arc<AppendSignal> {
+        &self.signal
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.is_closed() {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+
+    fn check_writable(&self, what: &'static str) -> Result<()> {
+        self.check_open()?;
+        if self.read_only {
+            return Err(Error::ReadOnly(what));
+        }
+        Ok(())
+    }
+
+    pub fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        overrides: &BTreeMap<String, String>,
+    ) -> Result<Arc<Topic>> {
+        self.check_writable("create_topic")?;
+        validate_topic_name(name)?;
+        if !(1..=1_000_000).contains(&partitions) {
+            return Err(Error::InvalidArgument(format!(
+                "partitions must be between 1 and 1000000, got {partitions}"
+            )));
+        }
+        let config = Arc::new(self.config.topic_defaults.with_overrides(overrides)?);
+        let _admin = self.admin.lock();
+        if self.topics.read().contains_key(name) {
+            return Err(Error::TopicExists(name.to_string()));
+        }
+        let id = new_topic_id();
+        let mut logs = Vec::with_capacity(partitions as usize);
+        for p in 0..partitions {
+            let dir = partition_dir(&self.path, name, p);
+            if dir.exists() {
+                // Left by an interrupted delete: the topic is new, so is its log.
+                fs::remove_dir_all(&dir).map_err(Error::at(&dir))?;
+            }
+            let (log, _) = PartitionLog::open(&dir, name, p, config.clone(), 0, None, true)?;
+            log.set_signal(self.signal.clone());
+            checkpoint::write_atomic(
+                &dir.join(PARTITION_METADATA),
+                format!("version: 0\ntopic_id: {id}\n").as_bytes(),
+            )?;
+            logs.push(Arc::new(log));
+        }
+        // The topic exists once its file does; partitions are made first.
+        let tf =
+            TopicFile { name: name.to_string(), topic_id: id.clone(), partitions, config: overrides.clone() };
+        self.write_topic_file(&tf)?;
+        let topic = Arc::new(Topic {
+            name: name.to_string(),
+            id,
+            overrides: overrides.clone(),
+            config,
+            partitions: logs,
+        });
+        self.topics.write().insert(name.to_string(), topic.clone());
+        Ok(topic)
+    }
+
+    fn write_topic_file(&self, tf: &TopicFile) -> Result<()> {
+        let dir = self.path.join(TOPICS_DIR);
+        fs::create_dir_all(&dir).map_err(Error::at(&dir))?;
+        let json = serde_json::to_vec_pretty(tf).map_err(|e| Error::InvalidConfig(e.to_string()))?;
+        checkpoint::write_atomic(&dir.join(format!("{}.json", tf.name)), &json)
+    }
+
+    /// Changes a topic's config overrides (set `None` to return to the default).
+    pub fn alter_topic_config(&self, name: &str, changes: &BTreeMap<String, Option<String>>) -> Result<()> {
+        self.check_writable("alter_topic_config")?;
+        let _admin = self.admin.lock();
+        let old = self.topic(name)?;
+        let mut overrides = old.overrides.clone();
+        for (k, v) in changes {
+            if !crate::config::TOPIC_KEYS.contains(&k.as_str()) {
+                return Err(Error::InvalidConfig(format!(
+                    "unknown topic config key {k:?} (known: {})",
+                    crate::config::TOPIC_KEYS.join(", ")
+                )));
+            }
+            match v {
+                Some(v) => overrides.insert(k.clone(), v.clone()),
+                None => overrides.remove(k),
+            };
+        }
+        let config = Arc::new(self.config.topic_defaults.with_overrides(&overrides)?);
+        let tf = TopicFile {
+            name: name.to_string(),
+            topic_id: old.id.clone(),
+            partitions: old.partitions.len() as i32,
+            config: overrides.clone(),
+        };
+        self.write_topic_file(&tf)?;
+        for p in &old.partitions {
+            p.set_config(config.clone());
+        }
+        let topic = Topic {
+            name: name.to_string(),
+            id: old.id.clone(),
+            overrides,
+            config,
+            partitions: old.partitions.clone(),
+        };
+        self.topics.write().insert(name.to_string(), Arc::new(topic));
+        Ok(())
+    }
+
+    pub fn delete_topic(&self, name: &str) -> Result<()> {
+        self.check_writable("delete_topic")?;
+        validate_topic_name(name)?;
+        let _admin = self.admin.lock();
+        let topic = self.topics.write().remove(name).ok_or_else(|| Error::UnknownTopic(name.to_string()))?;
+        let file = self.path.join(TOPICS_DIR).join(format!("{name}.json"));
+        fs::remove_file(&file).map_err(Error::at(&file))?;
+        checkpoint::sync_dir(&self.path.join(TOPICS_DIR))?;
+        for p in &topic.partitions {
+            p.delete()?;
+        }
+        self.write_checkpoints()
+    }
+
+    pub fn topics(&self) -> Result<Vec<String>> {
+        self.check_open()?;
+        if self.read_only {
+            self.load_topics()?;
+        }
+        Ok(self.topics.read().keys().cloned().collect())
+    }
+
+    pub fn topic(&self, name: &str) -> Result<Arc<Topic>> {
+        self.check_open()?;
+        if let Some(t) = self.topics.read().get(name) {
+            return Ok(t.clone());
+        }
+        validate_topic_name(name)?;
+        if self.read_only {
+            self.load_topics()?;
+            if let Some(t) = self.topics.read().get(name) {
+                return Ok(t.clone());
+            }
+        }
+        Err(Error::UnknownTopic(name.to_string()))
+    }
+
+    /// The topic, created with the store's defaults if it is missing and
+    /// `auto.create.topics.enable` allows it.
+    pub fn topic_or_create(&self, name: &str) -> Result<Arc<Topic>> {
+        match self.topic(name) {
+            Err(Error::UnknownTopic(_)) if self.config.auto_create_topics && !self.read_only => {
+                match self.create_topic(name, self.config.num_partitions, &BTreeMap::new()) {
+                    Err(Error::TopicExists(_)) => self.topic(name),
+                    other => other,
+                }
+            }
+            other => other,
+        }
+    }
+
+    pub fn partition(&self, topic: &str, partition: i32) -> Result<Arc<PartitionLog>> {
+        Ok(self.topic(topic)?.partition(partition)?.clone())
+    }
+
+    /// Kafka's DeleteRecords: moves the log start offset up and writes the
+    /// checkpoint at once, so readers in other processes see it.
+    pub fn delete_records(&self, topic: &str, partition: i32, before: i64) -> Result<()> {
+        self.check_writable("delete_records")?;
+        self.partition(topic, partition)?.delete_records_before(before)?;
+        self.write_checkpoints()
+    }
+
+    pub fn describe(&self, name: &str) -> Result<TopicDescription> {
+        let t = self.topic(name)?;
+        let partitions = t
+            .partitions
+            .iter()
+            .map(|p| {
+                if self.read_only {
+                    p.catch_up()?;
+                }
+                Ok(PartitionDescription {
+                    partition: p.partition(),
+                    log_start_offset: p.log_start_offset(),
+                    log_end_offset: p.log_end_offset(),
+                    size_bytes: p.size_bytes(),
+                    segment_count: p.segment_count(),
+                    recovery_point: p.recovery_point(),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(TopicDescription {
+            name: t.name.clone(),
+            topic_id: t.id.clone(),
+            partitions,
+            config: t.config.to_map(),
+            overrides: t.overrides.clone(),
+        })
+    }
+
+    fn all_partitions(&self) -> Vec<Arc<PartitionLog>> {
+        self.topics.read().values().flat_map(|t| t.partitions.iter().cloned()).collect()
+    }
+
+    /// Kafka's per-directory checkpoints: recovery points and log start offsets.
+    fn write_checkpoints(&self) -> Result<()> {
+        let mut rp = BTreeMap::new();
+        let mut starts = BTreeMap::new();
+        for p in self.all_partitions() {
+            rp.insert((p.topic().to_string(), p.partition()), p.recovery_point());
+            starts.insert((p.topic().to_string(), p.partition()), p.log_start_offset());
+        }
+        checkpoint::write_offsets(&self.path.join(RECOVERY_POINT), &rp)?;
+        checkpoint::write_offsets(&self.path.join(LOG_START_OFFSET), &starts)?;
+        let live: BTreeMap<(String, i32), i64> = self
+            .cleaner_offsets
+            .lock()
+            .iter()
+            .filter(|(k, _)| rp.contains_key(*k))
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        checkpoint::write_offsets(&self.path.join(CLEANER_OFFSET), &live)?;
+        Ok(())
+    }
+
+    /// Flushes every partition (log and indexes) and writes the checkpoints.
+    pub fn flush(&self) -> Result<()> {
+        self.check_open()?;
+        if self.read_only {
+            return Ok(());
+        }
+        for p in self.all_partitions() {
+            p.flush()?;
+        }
+        self.write_checkpoints()
+    }
+
+    /// Flushes and seals every partition, writes the checkpoints and the clean
+    /// shutdown marker, and releases the lock. Idempotent.
+    pub fn close(&self) -> Result<()> {
+        self.stop_maintenance();
+        let _admin = self.admin.lock();
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        if self.read_only {
+            for p in self.all_partitions() {
+                p.close()?;
+            }
+            return Ok(());
+        }
+        let mut first_err = None;
+        for p in self.all_partitions() {
+            // Waits for a retention or cleaning pass in progress on it.
+            let _m = p.lock_maintenance();
+            if let Err(e) = p.close().and_then(|_| p.remove_deleted_files(true).map(|_| ())) {
+                first_err.get_or_insert(e);
+            }
+        }
+        if first_err.is_none() {
+            match self.write_checkpoints().and_then(|_| {
+                checkpoint::write_atomic(
+                    &self.path.join(CLEAN_SHUTDOWN_FILE),
+                    br#"{"version":0,"brokerEpoch":-1}"#,
+                )
+            }) {
+                Ok(()) => {}
+                Err(e) => first_err = Some(e),
+            }
+        }
+        if let Some(f) = self.lock.lock().take() {
+            let _ = f.unlock();
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
+
+#[cfg(test)]
+mod tests;

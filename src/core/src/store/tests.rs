@@ -1,0 +1,79 @@
+//! Tests of `store`.
+
+use super::*;
+use crate::log::AppendOrigin;
+use crate::record::{BatchBuilder, Compression, NewRecord};
+
+fn none() -> BTreeMap<String, String> {
+    BTreeMap::new()
+}
+
+fn one(v: &[u8]) -> Vec<u8> {
+    let mut b = BatchBuilder::new(Compression::None);
+    b.append(&NewRecord { timestamp: 1, key: None, value: Some(v), headers: &[] });
+    b.build()
+}
+
+#[test]
+fn topic_names_follow_kafka() {
+    for ok in ["a", "orders.v1", "A_b-C.9", &"x".repeat(249)] {
+        validate_topic_name(ok).unwrap();
+    }
+    for bad in ["", ".", "..", "a/b", "../x", "a b", "é", &"x".repeat(250)] {
+        assert!(matches!(validate_topic_name(bad), Err(Error::InvalidTopic { .. })), "{bad:?}");
+    }
+}
+
+#[test]
+fn lifecycle_checkpoints_and_clean_marker() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    let t = store.create_topic("orders", 3, &none()).unwrap();
+    assert!(matches!(store.create_topic("orders", 1, &none()), Err(Error::TopicExists(_))));
+    t.partition(1).unwrap().append_as_leader(one(b"x"), AppendOrigin::Embedded).unwrap();
+    assert!(dir.path().join("orders-2").join(PARTITION_METADATA).exists());
+    store.close().unwrap();
+    assert!(dir.path().join(CLEAN_SHUTDOWN_FILE).exists());
+    let rp = fs::read_to_string(dir.path().join(RECOVERY_POINT)).unwrap();
+    assert!(rp.contains("orders 1 1\n"), "{rp}");
+    drop(store);
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    assert!(store.was_clean_shutdown());
+    assert!(!dir.path().join(CLEAN_SHUTDOWN_FILE).exists(), "marker removed while running");
+    let d = store.describe("orders").unwrap();
+    assert_eq!(d.partitions[1].log_end_offset, 1);
+    assert_eq!(d.config["segment.bytes"], "1073741824");
+    store.delete_topic("orders").unwrap();
+    assert!(!dir.path().join("orders-0").exists());
+    assert!(store.topics().unwrap().is_empty());
+}
+
+#[test]
+fn second_writer_is_refused_with_pid() {
+    let dir = tempfile::tempdir().unwrap();
+    let _store = Store::open(dir.path(), &none(), false).unwrap();
+    match Store::open(dir.path(), &none(), false) {
+        Err(Error::StoreLocked { pid, .. }) => assert!(pid.starts_with(&std::process::id().to_string())),
+        other => panic!("expected StoreLocked, got {:?}", other.map(|_| ())),
+    }
+    let ro = Store::open(dir.path(), &none(), true).unwrap();
+    assert!(matches!(ro.create_topic("x", 1, &none()), Err(Error::ReadOnly(_))));
+}
+
+#[test]
+fn auto_create_and_config_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = none();
+    cfg.insert("num.partitions".into(), "4".into());
+    let store = Store::open(dir.path(), &cfg, false).unwrap();
+    assert_eq!(store.topic_or_create("auto").unwrap().partitions.len(), 4);
+    let mut bad = none();
+    bad.insert("segment.bites".into(), "1".into());
+    assert!(matches!(store.create_topic("b", 1, &bad), Err(Error::InvalidConfig(_))));
+    assert!(matches!(Store::open(&dir.path().join("z"), &bad, false), Err(Error::InvalidConfig(_))));
+    let mut off = none();
+    off.insert("auto.create.topics.enable".into(), "false".into());
+    let dir2 = tempfile::tempdir().unwrap();
+    let store2 = Store::open(dir2.path(), &off, false).unwrap();
+    assert!(matches!(store2.topic_or_create("nope"), Err(Error::UnknownTopic(_))));
+}
