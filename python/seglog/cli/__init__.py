@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
-from . import (
+from .. import (
     ConsumerRecord,
     CorruptRecordError,
     OffsetOutOfRangeError,
@@ -44,7 +44,7 @@ from . import (
     __version__,
     decode_batches,
 )
-from . import open as open_store
+from .. import open as open_store
 
 __all__ = ["main"]
 
@@ -535,7 +535,7 @@ def cmd_consume_group(args: argparse.Namespace, fmt: Callable[[ConsumerRecord], 
     """Consume as a member of a consumer group: resume from its committed offsets
     (else --from-beginning / the log end), commit as records are printed and on exit.
     Commits are writes, so this needs the store's write lock."""
-    from ._consumer import Consumer
+    from .._consumer import Consumer
 
     out = sys.stdout.buffer
     count = 0
