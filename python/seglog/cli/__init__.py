@@ -38,19 +38,26 @@ from .. import (
     RecordTooLargeError,
     SeglogError,
     Store,
-    StoreLockedError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
     __version__,
     decode_batches,
 )
-from .. import open as open_store
+from ._common import (
+    CODECS,
+    MAX_REPORTED,
+    PROG,
+    STORE_ENV,
+    CliError,
+    non_negative,
+    open_reader,
+    open_writer,
+    partition_count,
+    positive,
+    store_option,
+)
 
 __all__ = ["main"]
-
-PROG = "seglog"
-STORE_ENV = "SEGLOG_STORE"
-CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
 # RecordBatch v2 header, big-endian: baseOffset, batchLength, partitionLeaderEpoch, magic,
 # crc, attributes, lastOffsetDelta, baseTimestamp, maxTimestamp, producerId, producerEpoch,
@@ -63,57 +70,6 @@ OFFSET_ENTRY = struct.Struct(">ii")  # relative offset, position
 TIME_ENTRY = struct.Struct(">qi")  # timestamp, relative offset
 SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
 INT32_MAX = 2**31 - 1
-MAX_REPORTED = 10  # problems listed per index file before "... and N more"
-
-
-class CliError(Exception):
-    """An expected failure: printed as one ``seglog: error:`` line, exit status 1."""
-
-
-# --------------------------------------------------------------------------------------
-# Store access
-# --------------------------------------------------------------------------------------
-
-
-def _store_path(args: argparse.Namespace) -> str:
-    path = getattr(args, "store", None) or os.environ.get(STORE_ENV)
-    if not path:
-        args.parser.error(f"no store given: pass --store PATH or set {STORE_ENV}")
-    return str(path)
-
-
-def _open_reader(args: argparse.Namespace) -> Store:
-    """A read-only store: works while another process writes."""
-    path = _store_path(args)
-    try:
-        return open_store(path, read_only=True)
-    except FileNotFoundError:
-        raise CliError(f"no store at {path}") from None
-    except NotADirectoryError:
-        raise CliError(f"{path} is not a store directory") from None
-
-
-def _open_writer(args: argparse.Namespace, *, create: bool = False) -> Store:
-    """The store, for writing; one clear line if another process holds it."""
-    path = _store_path(args)
-    if not create and not os.path.exists(path):
-        raise CliError(f"no store at {path} (create one with '{PROG} topics create')")
-    try:
-        return open_store(path)
-    except NotADirectoryError:
-        raise CliError(f"{path} is not a store directory") from None
-    except StoreLockedError as e:
-        reason = str(e).split("; open it with read_only", 1)[0]
-        raise CliError(
-            f"{reason}; read-only commands (topics list/describe, consume, verify) still work"
-        ) from None
-
-
-def _partition_count(store: Store, topic: str) -> int:
-    try:
-        return store.partition_count(topic)
-    except UnknownTopicOrPartitionError as e:
-        raise CliError(f"{e} (create it with '{PROG} topics create {topic}')") from None
 
 
 # --------------------------------------------------------------------------------------
@@ -166,7 +122,7 @@ def _name_list(text: str) -> list[str]:
 
 def cmd_topics_create(args: argparse.Namespace) -> int:
     config = dict(args.config or [])
-    with _open_writer(args, create=True) as store:
+    with open_writer(args, create=True) as store:
         try:
             store.create_topic(args.topic, args.partitions, config)
         except TopicAlreadyExistsError:
@@ -178,14 +134,14 @@ def cmd_topics_create(args: argparse.Namespace) -> int:
 
 
 def cmd_topics_list(args: argparse.Namespace) -> int:
-    with _open_reader(args) as store:
+    with open_reader(args) as store:
         for name in store.topics():
             print(name)
     return 0
 
 
 def cmd_topics_describe(args: argparse.Namespace) -> int:
-    with _open_reader(args) as store:
+    with open_reader(args) as store:
         names = [args.topic] if args.topic else store.topics()
         for name in names:
             d = store.describe(name)
@@ -211,7 +167,7 @@ def cmd_topics_describe(args: argparse.Namespace) -> int:
 
 
 def cmd_topics_delete(args: argparse.Namespace) -> int:
-    with _open_writer(args) as store:
+    with open_writer(args) as store:
         try:
             store.delete_topic(args.topic)
         except UnknownTopicOrPartitionError:
@@ -224,8 +180,8 @@ def cmd_topics_delete(args: argparse.Namespace) -> int:
 
 def cmd_clean(args: argparse.Namespace) -> int:
     """Compact a topic now (whatever its dirty ratio) and apply its retention."""
-    with _open_writer(args) as store:
-        _partition_count(store, args.topic)
+    with open_writer(args) as store:
+        partition_count(store, args.topic)
         r = store.clean_topic(args.topic)
     ratio = r["cleaned_bytes_out"] / r["cleaned_bytes_in"] if r["cleaned_bytes_in"] else 1.0
     print(
@@ -244,7 +200,7 @@ def cmd_topics_alter_config(args: argparse.Namespace) -> int:
     both = sorted(set(added) & set(deleted))
     if both:
         args.parser.error(f"config(s) both added and deleted: {', '.join(both)}")
-    with _open_writer(args) as store:
+    with open_writer(args) as store:
         overrides = store.describe(args.topic).overrides
         not_set = [k for k in deleted if k not in overrides]
         if not_set:
@@ -379,8 +335,8 @@ def cmd_produce(args: argparse.Namespace) -> int:
     else:
         source = open(args.file, "rb")
     try:
-        with _open_writer(args) as store:
-            partitions = _partition_count(store, args.topic)
+        with open_writer(args) as store:
+            partitions = partition_count(store, args.topic)
             if args.partition is not None and args.partition >= partitions:
                 raise CliError(
                     f'topic "{args.topic}" has no partition {args.partition} (it has {partitions})'
@@ -539,7 +495,7 @@ def cmd_consume_group(args: argparse.Namespace, fmt: Callable[[ConsumerRecord], 
 
     out = sys.stdout.buffer
     count = 0
-    store = _open_writer(args)
+    store = open_writer(args)
     timeout = float("inf") if args.timeout_ms is None else args.timeout_ms
     try:
         consumer = Consumer(
@@ -554,7 +510,7 @@ def cmd_consume_group(args: argparse.Namespace, fmt: Callable[[ConsumerRecord], 
         raise
     try:
         with consumer:
-            n = _partition_count(store, args.topic)
+            n = partition_count(store, args.topic)
             if args.partition is not None:
                 if args.partition >= n:
                     raise CliError(f'topic "{args.topic}" has no partition {args.partition} (it has {n})')
@@ -588,8 +544,8 @@ def cmd_consume(args: argparse.Namespace) -> int:
         return cmd_consume_group(args, fmt)
     out = sys.stdout.buffer
     count = 0
-    with _open_reader(args) as store:
-        n = _partition_count(store, args.topic)
+    with open_reader(args) as store:
+        n = partition_count(store, args.topic)
         if args.partition is not None:
             if args.partition >= n:
                 raise CliError(f'topic "{args.topic}" has no partition {args.partition} (it has {n})')
@@ -1180,7 +1136,7 @@ class _Verifier:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    with _open_reader(args) as store:
+    with open_reader(args) as store:
         root = store.path
         topics = [args.topic] if args.topic else store.topics()
         descriptions = [store.describe(topic) for topic in topics]
@@ -1213,35 +1169,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------
 # Argument parsing and main
 # --------------------------------------------------------------------------------------
-
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def _positive(text: str) -> int:
-    value = _non_negative(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be >= 1, got 0")
-    return value
-
-
-def _store_option() -> argparse.ArgumentParser:
-    # SUPPRESS: an absent --store after the command must not hide one given before it.
-    parent = argparse.ArgumentParser(add_help=False)
-    parent.add_argument(
-        "--store",
-        metavar="PATH",
-        default=argparse.SUPPRESS,
-        help=f"the store directory (default: ${STORE_ENV})",
-    )
-    return parent
 
 
 CONSUME_EPILOG = """\
@@ -1294,7 +1221,7 @@ log. Exit status 1 if anything is corrupt. Works while a writer runs.
 
 
 def build_parser() -> argparse.ArgumentParser:
-    store_opt = _store_option()
+    store_opt = store_option()
     raw = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -1315,7 +1242,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("topic", metavar="TOPIC")
     p.add_argument(
-        "--partitions", type=_positive, default=1, metavar="N", help="number of partitions (default 1)"
+        "--partitions", type=positive, default=1, metavar="N", help="number of partitions (default 1)"
     )
     p.add_argument(
         "--config",
@@ -1376,21 +1303,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("topic", metavar="TOPIC")
     p.add_argument("--file", metavar="F", help="read this file instead of stdin ('-' = stdin)")
     p.add_argument("--key-separator", metavar="SEP", help="split each line into key SEP value")
-    p.add_argument("--partition", type=_non_negative, metavar="N", help="append everything to partition N")
+    p.add_argument("--partition", type=non_negative, metavar="N", help="append everything to partition N")
     p.add_argument(
         "--compression-type", choices=CODECS, default="none", help="batch compression (default none)"
     )
     p.add_argument("--durable", action="store_true", help="fsync each chunk before going on")
     p.add_argument(
         "--batch-size",
-        type=_positive,
+        type=positive,
         default=10_000,
         metavar="N",
         help="lines per append to one partition (default 10000)",
     )
     p.add_argument(
         "--linger-ms",
-        type=_non_negative,
+        type=non_negative,
         default=100,
         metavar="MS",
         help="append what is pending once a pipe or terminal is idle this long (default 100)",
@@ -1405,19 +1332,17 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=raw,
     )
     p.add_argument("topic", metavar="TOPIC")
-    p.add_argument(
-        "--partition", type=_non_negative, metavar="N", help="read only partition N (default: all)"
-    )
+    p.add_argument("--partition", type=non_negative, metavar="N", help="read only partition N (default: all)")
     start = p.add_mutually_exclusive_group()
     start.add_argument("--from-beginning", action="store_true", help="start at the log start")
     start.add_argument(
         "--offset", type=_parse_offset, metavar="N", help="start at offset N ('earliest' and 'latest' too)"
     )
     start.add_argument("--timestamp", type=int, metavar="MS", help="start at the first record at or after MS")
-    p.add_argument("--max-messages", type=_positive, metavar="N", help="exit after printing N records")
+    p.add_argument("--max-messages", type=positive, metavar="N", help="exit after printing N records")
     p.add_argument(
         "--timeout-ms",
-        type=_non_negative,
+        type=non_negative,
         metavar="MS",
         help="exit after MS with no new record (0: at the end of the log; default: follow forever)",
     )
@@ -1438,7 +1363,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="consume as this consumer group: resume from its committed offsets and commit what is "
         "printed (needs the store's write lock; a group has one member at a time)",
     )
-    p.add_argument("--max-bytes", type=_positive, default=1 << 20, help=argparse.SUPPRESS)
+    p.add_argument("--max-bytes", type=positive, default=1 << 20, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_consume, parser=p)
 
     p = commands.add_parser(
