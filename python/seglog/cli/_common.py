@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 
 from .. import Store, StoreLockedError, UnknownTopicOrPartitionError
 from .. import open as open_store
@@ -51,6 +52,14 @@ def open_writer(args: argparse.Namespace, *, create: bool = False) -> Store:
         raise CliError(
             f"{reason}; read-only commands (topics list/describe, consume, verify) still work"
         ) from None
+
+
+def is_store(path: Path) -> bool:
+    """Whether ``path`` is a store directory: it holds the topic configs (``.topics/``) once
+    a topic exists, and the recovery-point checkpoint every writer writes when it opens
+    the store, so a store with no topics yet is one too. (A read-only open accepts any
+    directory.)"""
+    return (path / ".topics").is_dir() or (path / "recovery-point-offset-checkpoint").is_file()
 
 
 def partition_count(store: Store, topic: str) -> int:

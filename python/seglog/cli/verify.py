@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import PartitionDescription
-from ._common import MAX_REPORTED, CliError, open_reader
+from ._common import MAX_REPORTED, CliError, is_store, open_reader, store_path
 from .segments import (
     INDEX_KINDS,
     INT32_MAX,
@@ -205,6 +205,12 @@ class _Verifier:
 def cmd_verify(args: argparse.Namespace) -> int:
     with open_reader(args) as store:
         root = store.path
+        if not is_store(root):
+            # Else any directory passes: it has no topics, so nothing to find wrong.
+            raise CliError(
+                f"{store_path(args)} is not a seglog store"
+                " (it has no .topics directory and no recovery-point-offset-checkpoint)"
+            )
         topics = [args.topic] if args.topic else store.topics()
         descriptions = [store.describe(topic) for topic in topics]
     progress = None
