@@ -484,6 +484,27 @@ def test_verify_reports_a_gap_as_a_warning_and_a_bad_index_entry_as_an_error(sto
     assert r.returncode == 1 and b"Invalid index entry: entry 0" in r.stdout
 
 
+def test_verify_refuses_a_directory_that_is_not_a_store(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    other = tmp_path / "other"
+    (other / "sub").mkdir(parents=True)
+    (other / "notes.txt").write_text("not a store\n")
+    store = tmp_path / "store"
+    make_segments(store)
+    partition = store / "t-0"  # a partition directory given in place of its store
+    for directory in (empty, other, partition):
+        line = one_error_line(cli("verify", "--store", str(directory)))
+        assert f"{directory} is not a seglog store" in line, line
+    assert list(empty.iterdir()) == [], "verify creates nothing"
+
+    fresh = tmp_path / "fresh"
+    seglog.open(fresh).close()
+    r = cli("verify", "--store", str(fresh))
+    assert r.returncode == 0, r.stdout.decode() + r.stderr.decode()
+    assert r.stdout.decode() == "0 segments, 0 batches, 0 records: OK\n", "a store with no topics yet is fine"
+
+
 def test_write_commands_fail_while_another_process_writes(store_path: Path) -> None:
     s = str(store_path)
     with seglog.open(store_path) as w:
