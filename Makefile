@@ -1,6 +1,8 @@
 # One entry point. Every target bootstraps what it needs: a .venv, the build
 # tools and test packages from PyPI, and the Rust extension built by maturin.
 SHELL := /bin/bash
+# A failing command fails its target even when its output is filtered.
+.SHELLFLAGS := -o pipefail -c
 PYTHON ?= python3
 VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
@@ -16,11 +18,13 @@ export PATH := $(BIN):$(PATH)
 .PHONY: run test test-rust test-python test-crash lint bench develop wheel clean
 
 $(PY):
+	@echo "==> creating $(VENV)"
 	$(PYTHON) -m venv $(VENV)
 
 # Installs the build tool and the extras named in pyproject.toml (one list of
 # dependencies, kept there), again whenever pyproject.toml changes.
 $(DEPS): pyproject.toml | $(PY)
+	@echo "==> installing build tools and the '$(EXTRAS)' extras from PyPI"
 	$(PY) -m pip install --quiet --upgrade pip 'maturin>=1.9.4,<2'
 	$(PY) -c "import tomllib; d = tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']; \
 	  print('\n'.join(r for e in '$(EXTRAS)'.split() for r in d[e]))" > $(VENV)/requirements.txt
@@ -28,8 +32,11 @@ $(DEPS): pyproject.toml | $(PY)
 	touch $@
 
 # Release profile throughout: tests drive real volumes through the extension.
+# pip names every optional dependency whose extra is not asked for ("Ignoring
+# ...: markers 'extra == ...' don't match"): noise, filtered out.
 develop: $(DEPS)
-	$(BIN)/maturin develop --release --quiet
+	@echo "==> building the Rust extension (maturin develop --release)"
+	$(BIN)/maturin develop --release --quiet 2>&1 | { grep -v "^Ignoring .*markers 'extra ==" || true; }
 
 # The main job: a Spark Structured Streaming pipeline on an embedded store
 # (pyspark comes with the test extra that develop installs).
@@ -39,9 +46,11 @@ run: develop
 test: test-rust test-python
 
 test-rust:
+	@echo "==> cargo test (the core, alone)"
 	cargo test --quiet --workspace
 
 test-python: develop
+	@echo "==> pytest"
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The kill -9 crash loops alone.

@@ -369,9 +369,7 @@ impl Producer {
         for i in 0..values.len() {
             values.with(i, |value| {
                 let mut add = |key: Option<&[u8]>| -> PyResult<()> {
-                    Ok(sink
-                        .add(partition, &NewRecord { timestamp: ts, key, value, headers: &[] })
-                        .map_err(to_py)?)
+                    sink.add(partition, &NewRecord { timestamp: ts, key, value, headers: &[] }).map_err(to_py)
                 };
                 match &keys {
                     Some(k) => k.with(i, add),
@@ -407,7 +405,7 @@ impl Producer {
     fn flush(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
         let core = self.core()?;
         let t = timeout.map(|t| Duration::from_secs_f64(t.max(0.0)));
-        Ok(py.detach(|| core.flush(t)).map_err(to_py)?)
+        py.detach(|| core.flush(t)).map_err(to_py)
     }
 
     #[pyo3(signature = (timeout = None))]
@@ -417,7 +415,7 @@ impl Producer {
         }
         let core = &self.inner;
         let t = timeout.map(|t| Duration::from_secs_f64(t.max(0.0)));
-        Ok(py.detach(|| core.close(t, true)).map_err(to_py)?)
+        py.detach(|| core.close(t, true)).map_err(to_py)
     }
 
     #[getter]

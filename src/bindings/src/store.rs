@@ -399,22 +399,13 @@ impl Store {
 
     /// The committed (offset, metadata) per (topic, partition) of `group`, and
     /// how many records of `__consumer_offsets` could not be parsed.
-    fn load_committed(
-        &self,
-        py: Python<'_>,
-        group: &str,
-    ) -> PyResult<(BTreeMap<(String, i32), (i64, String)>, usize)> {
+    fn load_committed(&self, py: Python<'_>, group: &str) -> PyResult<(group::CommittedOffsets, usize)> {
         let core = self.core()?;
         Ok(py.detach(|| group::load_committed(core, group))?)
     }
 
     /// Appends a group's commits to `__consumer_offsets`, durably.
-    fn commit_offsets(
-        &self,
-        py: Python<'_>,
-        group: &str,
-        offsets: BTreeMap<(String, i32), (i64, String)>,
-    ) -> PyResult<()> {
+    fn commit_offsets(&self, py: Python<'_>, group: &str, offsets: group::CommittedOffsets) -> PyResult<()> {
         let core = self.core()?;
         Ok(py.detach(|| group::commit(core, group, &offsets))?)
     }
