@@ -15,7 +15,7 @@ BENCH_ARGS ?=
 export VIRTUAL_ENV := $(CURDIR)/$(VENV)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: run test test-rust test-python test-crash lint bench develop wheel clean
+.PHONY: run test test-rust test-python test-crash lint bench bench-rust develop wheel clean
 
 $(PY):
 	@echo "==> creating $(VENV)"
@@ -67,6 +67,10 @@ lint: develop
 
 bench: develop $(VENV)/.bench-installed
 	OPENBLAS_NUM_THREADS=1 $(PY) benches/run.py $(BENCH_ARGS)
+
+# Criterion benchmarks of the core alone (append, read, index lookup).
+bench-rust:
+	cargo bench -p seglog-core --bench log
 
 $(VENV)/.bench-installed: pyproject.toml | $(PY)
 	$(PY) -c "import tomllib; d = tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']; \

@@ -1,0 +1,105 @@
+//! Criterion benchmarks of the core's hot paths, without Python: appending
+//! batches, reading them back, and the sparse index lookup behind every read.
+//! The Python-level figures with baselines are `make bench`.
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use seglog_core::config::LogConfig;
+use seglog_core::index::OffsetIndex;
+use seglog_core::log::{AppendOrigin, PartitionLog};
+use seglog_core::record::{BatchBuilder, Compression, NewRecord};
+
+const RECORDS_PER_BATCH: usize = 100;
+const VALUE: [u8; 100] = [7u8; 100];
+
+/// One batch of 100 records of 8-byte keys and 100-byte values, as `make bench` uses.
+fn batch() -> Vec<u8> {
+    let mut b = BatchBuilder::new(Compression::None);
+    for i in 0..RECORDS_PER_BATCH as u64 {
+        let key = i.to_be_bytes();
+        b.append(&NewRecord {
+            timestamp: 1_700_000_000_000,
+            key: Some(&key),
+            value: Some(&VALUE),
+            headers: &[],
+        });
+    }
+    b.build()
+}
+
+fn open(dir: &std::path::Path) -> PartitionLog {
+    let config = Arc::new(LogConfig::default());
+    match PartitionLog::open(&dir.join("bench-0"), "bench", 0, config, 0, None, true) {
+        Ok((log, _)) => log,
+        Err(e) => panic!("opening the bench log: {e}"),
+    }
+}
+
+fn append(c: &mut Criterion) {
+    let bytes = batch();
+    let mut g = c.benchmark_group("append");
+    g.throughput(Throughput::Elements(RECORDS_PER_BATCH as u64));
+    for (name, origin) in [("embedded", AppendOrigin::Embedded), ("client (validated)", AppendOrigin::Client)]
+    {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let log = open(dir.path());
+        g.bench_function(name, |b| {
+            b.iter_batched(
+                || bytes.clone(),
+                |buf| log.append_as_leader(buf, origin).expect("append"),
+                BatchSize::SmallInput,
+            )
+        });
+    }
+    g.finish();
+}
+
+fn read(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let log = open(dir.path());
+    let bytes = batch();
+    for _ in 0..10_000 {
+        log.append_as_leader(bytes.clone(), AppendOrigin::Embedded).expect("append");
+    }
+    let end = log.log_end_offset();
+    let mut g = c.benchmark_group("read");
+    g.throughput(Throughput::Bytes(1 << 20));
+    g.bench_function("1 MiB from a random offset", |b| {
+        let mut offset = 0i64;
+        b.iter(|| {
+            offset = (offset + 7_919 * RECORDS_PER_BATCH as i64) % end;
+            black_box(log.read(offset, 1 << 20).and_then(|s| s.bytes()).expect("read"))
+        })
+    });
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("file range of one offset", |b| {
+        let mut offset = 0i64;
+        b.iter(|| {
+            offset = (offset + 7_919) % end;
+            black_box(log.read(offset, 1).expect("read").range)
+        })
+    });
+    g.finish();
+}
+
+fn index_lookup(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("00000000000000000000.index");
+    let mut index = OffsetIndex::open(&path, 0, 10 << 20, true).expect("index");
+    let entries = 100_000i64;
+    for i in 0..entries {
+        index.append(i * 40, (i * 4096) as u32).expect("index append");
+    }
+    c.bench_function("index lookup (100k entries)", |b| {
+        let mut target = 0i64;
+        b.iter(|| {
+            target = (target + 104_729) % (entries * 40);
+            black_box(index.lookup(target))
+        })
+    });
+}
+
+criterion_group!(benches, append, read, index_lookup);
+criterion_main!(benches);
