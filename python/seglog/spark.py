@@ -57,7 +57,6 @@ from pyspark.sql.types import (
 
 from . import _groups
 from ._arrow import SCHEMA as _ARROW_SCHEMA
-from ._arrow import columns_to_batch
 from ._producer import Producer
 from ._store import Store
 from ._store import open as open_store
@@ -95,7 +94,7 @@ def _spark_schema(include_headers: bool) -> StructType:
 
 # Records per Arrow batch a read task yields (see benches/bench_spark.py).
 _READ_BATCH_ROWS = 65_536
-# Bytes of log per read call inside read_columns.
+# Bytes of log per read step inside Store.read_arrow.
 _READ_BYTES = 4 << 20
 # Arrow bytes a write task computes before it waits for the writer lock.
 _WRITE_BUFFER_BYTES = 64 << 20
@@ -542,7 +541,7 @@ def _read_range(o: _ReadOptions, r: OffsetRange) -> Iterator[pa.RecordBatch]:
     pos = r.start
     while pos < r.end:
         try:
-            cols, nexts = store._native.read_columns(
+            batch, nexts = store.read_arrow(
                 [(r.topic, r.partition, pos)], min(r.end - pos, _READ_BATCH_ROWS), _READ_BYTES
             )
         except OffsetOutOfRangeError:
@@ -562,7 +561,7 @@ def _read_range(o: _ReadOptions, r: OffsetRange) -> Iterator[pa.RecordBatch]:
         except UnknownTopicOrPartitionError:
             _data_loss(o, f"{where} no longer exists (offsets {pos}..{r.end - 1} unread)")
             return
-        n = cols["rows"]
+        n = batch.num_rows
         nxt = nexts[0]
         if nxt is None:
             log_end = store.offsets(r.topic, r.partition)[1]
@@ -571,7 +570,6 @@ def _read_range(o: _ReadOptions, r: OffsetRange) -> Iterator[pa.RecordBatch]:
             )
             return
         if n:
-            batch = columns_to_batch(cols)
             offsets = batch.column(4)
             if offsets[n - 1].as_py() >= r.end:  # past the planned end (a gap in a compacted log)
                 batch = batch.slice(0, pc.sum(pc.less(offsets, r.end)).as_py() or 0)
