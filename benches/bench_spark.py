@@ -25,7 +25,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import seglog
-from seglog._arrow import columns_to_batch
 from seglog.spark import local_session
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -50,8 +49,8 @@ def build(root: Path, n: int, value_bytes: int) -> tuple[Path, Path]:
         for p in range(2):
             batches, offset, end = [], 0, store.offsets("bench", p)[1]
             while offset < end:
-                cols, nexts = store._native.read_columns([("bench", p, offset)], 100_000, 4 << 20)
-                batches.append(columns_to_batch(cols).drop_columns(["headers"]))
+                batch, nexts = store.read_arrow([("bench", p, offset)], 100_000, 4 << 20)
+                batches.append(batch.drop_columns(["headers"]))
                 offset = nexts[0] or end
             pq.write_table(pa.Table.from_batches(batches), parquet_dir / f"part-{p}.parquet")
     return store_path, parquet_dir

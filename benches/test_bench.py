@@ -4,9 +4,8 @@
 
 Each group has seglog and the same work done by kafka-python (its RecordBatch v2
 builder/parser on a plain file) and by sqlite3 (WAL mode), so pytest-benchmark's
-tables compare them. seglog goes through ``Producer``/``Consumer`` when the package
-has them, else through the ``Store`` calls that stand in for them (the test ids
-then say ``store``).
+tables compare them. seglog goes through ``Producer``/``Consumer``, and ``Store.read``
+for lookups.
 """
 
 from __future__ import annotations
@@ -37,10 +36,6 @@ with warnings.catch_warnings():
 N = 10_000
 TOPIC = "bench"
 BATCH_BYTES = 16384
-HAS_PRODUCER = hasattr(seglog, "Producer")
-HAS_CONSUMER = hasattr(seglog, "Consumer")
-SEGLOG_SEND = "producer" if HAS_PRODUCER else "store"
-SEGLOG_READ = "consumer" if HAS_CONSUMER else "store"
 
 _rng = random.Random(1)
 KEYS = [i.to_bytes(8, "big") for i in range(N)]
@@ -147,25 +142,15 @@ def _sq_insert(conn: sqlite3.Connection) -> None:
 
 @pytest.mark.benchmark(group="send 10k")
 def test_send_batch_seglog(benchmark: Any, store: Any) -> None:
-    if HAS_PRODUCER:
-        producer = seglog.Producer(store, batch_size=BATCH_BYTES, linger_ms=5)
+    producer = seglog.Producer(store, batch_size=BATCH_BYTES, linger_ms=5)
 
-        def send() -> None:
-            producer.send_batch(TOPIC, VALUES, keys=KEYS)
-            producer.flush()
+    def send() -> None:
+        producer.send_batch(TOPIC, VALUES, keys=KEYS)
+        producer.flush()
 
-        benchmark.extra_info["api"] = "Producer.send_batch + flush"
-        benchmark(send)
-        producer.close()
-    else:
-        chunks = [RECORDS[lo : lo + 138] for lo in range(0, N, 138)]
-
-        def append() -> None:
-            for c in chunks:
-                store.append(TOPIC, 0, c)
-
-        benchmark.extra_info["api"] = "[Store stand-in] Store.append, 138 records/call"
-        benchmark(append)
+    benchmark.extra_info["api"] = "Producer.send_batch + flush"
+    benchmark(send)
+    producer.close()
     assert store.offsets(TOPIC, 0)[1] % N == 0
 
 
@@ -195,17 +180,8 @@ def test_read_seglog(benchmark: Any, full_store: Any) -> None:
         c.close()
         return n
 
-    def read() -> int:
-        n, offset = 0, 0
-        while records := full_store.read(TOPIC, 0, offset):
-            for r in records:
-                r.offset, r.key, r.value  # noqa: B018
-            n += len(records)
-            offset = records[-1].offset + 1
-        return n
-
-    benchmark.extra_info["api"] = "Consumer iteration" if HAS_CONSUMER else "[Store stand-in] Store.read loop"
-    assert benchmark(consume if HAS_CONSUMER else read) == N
+    benchmark.extra_info["api"] = "Consumer iteration"
+    assert benchmark(consume) == N
 
 
 @pytest.mark.benchmark(group="read 10k")

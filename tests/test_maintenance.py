@@ -15,10 +15,10 @@ import seglog
 def read_all(store: seglog.Store, topic: str, partition: int = 0) -> list[seglog.ConsumerRecord]:
     out: list[seglog.ConsumerRecord] = []
     offset, end = store.offsets(topic, partition)
-    while offset < end:
-        records, nxt = store._native.read_next(topic, partition, offset, 1 << 20)
+    # read() steps over batches a cleaning emptied: [] means no record is left.
+    while offset < end and (records := store.read(topic, partition, offset)):
         out.extend(records)
-        offset = nxt
+        offset = records[-1].offset + 1
     return out
 
 

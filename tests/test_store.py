@@ -109,6 +109,37 @@ def test_reads_offsets_and_batches(store: seglog.Store) -> None:
     assert [r.offset for r in seglog.decode_batches(raw)] == [8, 9, 10, 11]
 
 
+def test_read_arrow_reads_partitions_in_order_into_one_batch(store: seglog.Store) -> None:
+    store.create_topic("t", partitions=2)
+    store.append("t", 0, [(b"k%d" % i, b"v%d" % i, None, 1000 + i) for i in range(5)])
+    store.append("t", 1, [(None, b"x", [("h", b"1"), ("n", None)], 7000), (b"k", None)])
+    batch, nexts = store.read_arrow([("t", 0, 2), ("t", 1, 0)])
+    assert batch.schema.names == "key value topic partition offset timestamp timestampType headers".split()
+    assert batch.column("key").to_pylist() == [b"k2", b"k3", b"k4", None, b"k"]
+    assert batch.column("value").to_pylist() == [b"v2", b"v3", b"v4", b"x", None]
+    assert batch.column("topic").to_pylist() == ["t"] * 5
+    assert batch.column("partition").to_pylist() == [0, 0, 0, 1, 1]
+    assert batch.column("offset").to_pylist() == [2, 3, 4, 0, 1]
+    ms = [us // 1000 for us in batch.column("timestamp").cast("int64").to_pylist()]
+    assert ms[:4] == [1002, 1003, 1004, 7000]
+    headers = batch.column("headers").to_pylist()
+    assert headers[3] == [{"key": "h", "value": b"1"}, {"key": "n", "value": None}] and headers[0] == []
+    assert nexts == [5, 2]
+
+    # max_records counts rows over all partitions: the partitions after the cut are not read.
+    batch, nexts = store.read_arrow([("t", 0, 0), ("t", 1, 0)], max_records=3)
+    assert batch.column("offset").to_pylist() == [0, 1, 2] and nexts == [3, None]
+    # At the log ends: no rows, and nothing to move on to.
+    batch, nexts = store.read_arrow([("t", 0, 5), ("t", 1, 2)])
+    assert batch.num_rows == 0 and batch.num_columns == 8 and nexts == [None, None]
+    with pytest.raises(seglog.OffsetOutOfRangeError):
+        store.read_arrow([("t", 0, 6)])
+    with pytest.raises(seglog.UnknownTopicOrPartitionError):
+        store.read_arrow([("nope", 0, 0)])
+    with pytest.raises(ValueError, match="max_records must be positive"):
+        store.read_arrow([("t", 0, 0)], max_records=0)
+
+
 def test_file_range_sends_the_same_bytes_with_sendfile(store: seglog.Store) -> None:
     store.create_topic("t")
     store.append("t", 0, [b"x" * 100] * 100)

@@ -464,8 +464,6 @@ class Consumer:
         self._check()
         if _offset(max_records, "max_records") == 0:
             raise ValueError("max_records must be positive")
-        from ._arrow import columns_to_batch
-
         self._maybe_auto_commit()
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000
         while True:
@@ -475,7 +473,7 @@ class Consumer:
                 del self._pending[tp]
             requests = [(tp.topic, tp.partition, self._position(tp)) for tp in self._assignment]
             try:
-                cols, nexts = self._native.read_columns(requests, max_records, 1 << 20)
+                batch, nexts = self._store.read_arrow(requests, max_records, 1 << 20)
             except OffsetOutOfRangeError:
                 if self._config["auto_offset_reset"] == "none":
                     raise
@@ -488,8 +486,8 @@ class Consumer:
                 if n is not None:
                     self._positions[tp] = n
             left = deadline - time.monotonic()
-            if cols["rows"] or left <= 0:
-                return columns_to_batch(cols)
+            if batch.num_rows or left <= 0:
+                return batch
             self._wait(left)
 
     # -- commits ------------------------------------------------------------------

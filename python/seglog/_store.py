@@ -8,9 +8,13 @@ import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import _native
 from ._native import ConsumerRecord
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["open", "Store", "TopicDescription", "PartitionDescription", "RecordInput"]
 
@@ -180,6 +184,41 @@ class Store:
         (at least one batch), at most ``max_records`` of them. An empty list at the
         log end. ``read(t, p, offset, max_bytes=1, max_records=1)`` is a lookup."""
         return self._native.read(topic, partition, offset, max_bytes, max_records)
+
+    def read_arrow(
+        self,
+        requests: Iterable[tuple[str, int, int]],
+        max_records: int = 100_000,
+        max_bytes: int = 1 << 20,
+    ) -> tuple[pa.RecordBatch, list[int | None]]:
+        """Records of several partitions as one ``pyarrow.RecordBatch`` with the
+        columns of Spark's Kafka source (key, value, topic, partition, offset,
+        timestamp, timestampType, headers), decoded in Rust straight into Arrow
+        buffers. Each request is ``(topic, partition, offset)``; the partitions are
+        read in the order given, each up to its log end, until the batch holds
+        ``max_records`` rows; ``max_bytes`` is how much log one read step takes.
+
+        Returns the batch (with no rows at the log ends) and, per request, the
+        offset to read from next, or ``None`` where nothing was read (at the log
+        end, or the batch was full before that partition). The next offset may lie
+        past the last row, even with no rows: a compacted log has gaps. Needs pyarrow.
+
+        >>> import tempfile, seglog
+        >>> with seglog.open(tempfile.mkdtemp()) as store:
+        ...     store.append("events", 0, [(b"k", b"a"), (b"k", b"b")])
+        ...     batch, nexts = store.read_arrow([("events", 0, 1)])
+        ...     batch.column("value").to_pylist(), nexts
+        (0, 1)
+        ([b'b'], [2])
+        """
+        if not isinstance(max_records, int) or isinstance(max_records, bool):
+            raise TypeError(f"max_records must be int, got {type(max_records).__name__}")
+        if max_records < 1:
+            raise ValueError(f"max_records must be positive, got {max_records}")
+        from ._arrow import columns_to_batch
+
+        cols, nexts = self._native.read_columns(list(requests), max_records, max_bytes)
+        return columns_to_batch(cols), nexts
 
     def read_raw(self, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20) -> bytes:
         """The raw batches :meth:`read` decodes."""

@@ -1,0 +1,238 @@
+"""What a run prints and writes: one markdown table per group with the ratios
+and targets, notes, ``benches/results/latest.json`` and ``.md``, and the chart."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sqlite3
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from environment import ROOT, crc_impl, fs_type, git_rev, mem_gib, version
+from harness import KEY_BYTES, LOOKUPS, MIN_REPEATS, THREADS, US, VALUE_BYTES, Report, seglog
+
+RESULTS_JSON = Path(__file__).resolve().parent / "results" / "latest.json"
+CHART_PNG = ROOT / "docs" / "bench.png"
+
+GROUPS = [
+    ("produce", "Produce"),
+    ("consume", "Consume (page cache)"),
+    ("lookup", f"Random lookups ({LOOKUPS:,}, median per lookup)"),
+    ("machine", "Machine limits (same byte count as the seglog log)"),
+]
+
+
+def _fmt_ratio(x: float | None) -> str:
+    if x is None:
+        return "—"
+    return f"{x:,.2f}x" if x >= 0.1 else f"{x:.2g}x"
+
+
+def tables(rep: Report) -> str:
+    out = []
+    for group, title in GROUPS:
+        rows = [r for r in rep.results.values() if r.group == group]
+        if not rows:
+            continue
+        unit = f"median {US}" if group == "lookup" else "records/s"
+        if group == "machine":
+            unit = f"records/s equiv. (or {US})"
+        out.append(f"### {title}\n")
+        out.append(f"| case | {unit} | MB/s | vs kafka-python | vs sqlite | target | met? |")
+        out.append("|---|---:|---:|---:|---:|---|---|")
+        for r in rows:
+            assert r.value is not None
+            if r.unit == "us":
+                val = f"{r.value:,.2f} {US}"
+                if r.p99_us is not None:
+                    val += f" (p99 {r.p99_us:,.0f})"
+            else:
+                val = f"{r.value:,.0f}"
+            mb = "—" if r.mb_s is None else f"{r.mb_s:,.1f}"
+            target = r.target.text() if r.target else "—"
+            met = "—" if r.met is None else ("yes" if r.met else "**no**")
+            if r.note:
+                met += f" ({r.note})"
+            case = f"{r.id} {r.case}"
+            out.append(
+                f"| {case} | {val} | {mb} | {_fmt_ratio(r.ratio_kp)} | {_fmt_ratio(r.ratio_sqlite)} "
+                f"| {target} | {met} |"
+            )
+        out.append("")
+    return "\n".join(out)
+
+
+def notes(rep: Report) -> list[str]:
+    rs = rep.results
+    lines = []
+
+    def v(i: str) -> float | None:
+        return rs[i].value if i in rs else None
+
+    def mb(i: str) -> float | None:
+        return rs[i].mb_s if i in rs else None
+
+    if (s2 := mb("S2")) and (m1 := mb("M1")):
+        lines.append(f"- S2 writes at {s2 / m1:.0%} of the sequential page-cache write bandwidth (M1).")
+    if (c1 := mb("C2") or mb("C1")) and (m3 := mb("M3")):
+        lines.append(
+            f"- the fastest seglog consume reads at {c1 / m3:.0%} of sequential page-cache read (M3)."
+        )
+    if (s5 := v("S5")) and (s1 := v("S1")):
+        lines.append(f"- S5 (acks=all, {THREADS} threads) is {s5 / s1:.0%} of S1 (acks=1, 1 thread).")
+    if (s3 := v("S3")) and (m4 := v("M4")):
+        per_sync = s3 * m4 / 1e6
+        lines.append(
+            f"- S3 (acks=all, 1 thread): {s3:,.0f} records/s is {per_sync:,.0f} records "
+            "per fdatasync latency (M4)."
+        )
+    return lines
+
+
+def chart(rep: Report, path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colors = {
+        "seglog": "#1f77b4",
+        "kafka-python": "#ff7f0e",
+        "sqlite": "#2ca02c",
+        "machine": "#7f7f7f",
+    }
+    panels = [
+        ("produce", "Produce: records/s (higher is better)", lambda r: r.value, ["M1", "M2"]),
+        ("consume", "Consume: records/s (higher is better)", lambda r: r.value, ["M3"]),
+        ("lookup", f"Random lookup: median {US} (lower is better)", lambda r: r.value, ["M4"]),
+        ("machine", "Machine: MB/s", lambda r: r.mb_s, []),
+    ]
+    heights = []
+    for group, _, _, extra in panels:
+        heights.append(max(2, sum(1 for r in rep.results.values() if r.group == group) + len(extra)))
+    fig, axes = plt.subplots(len(panels), 1, figsize=(11, 0.42 * sum(heights) + 3), height_ratios=heights)
+    for ax, (group, label, val, extra) in zip(axes, panels, strict=True):
+        rows = [r for r in rep.results.values() if r.group == group and val(r)]
+        rows += [rep.results[i] for i in extra if i in rep.results]
+        names = [f"{r.id} {r.case}" if r.group == group else f"{r.id} (machine) {r.case}" for r in rows]
+        values = [val(r) if r.group == group or group == "lookup" else r.value for r in rows]
+        ys = list(range(len(rows)))[::-1]
+        ax.barh(ys, values, color=[colors[r.impl] for r in rows])
+        for y, r, x in zip(ys, rows, values, strict=True):
+            ax.text(x, y, f" {x:,.0f}" if x >= 100 else f" {x:,.2f}", va="center", fontsize=7)
+            t = r.target
+            if t is not None and t.kind in ("min_rate", "max_us") and r.group == group:
+                ax.plot([t.value], [y], marker="|", color="red", markersize=14, mew=2)
+        ax.set_yticks(ys, [nm[:78] for nm in names], fontsize=7)
+        ax.set_xscale("log")
+        ax.set_title(label, fontsize=9, loc="left")
+        ax.grid(axis="x", which="both", alpha=0.3)
+    present = [impl for impl in colors if any(r.impl == impl for r in rep.results.values())]
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colors[impl]) for impl in present]
+    fig.legend(handles, present, loc="upper right", fontsize=7, ncol=5)
+    fig.suptitle(title + "   (red | = target)", fontsize=10, x=0.01, ha="left")
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+#: What seglog is measured through.
+API = "seglog.Producer / seglog.Consumer"
+
+
+@dataclass
+class Run:
+    """What the report says about the run itself, beside its figures."""
+
+    records: int
+    repeats: int
+    root: Path  # the work directory the stores were in
+    records_per_batch: int
+    cpu_busy_before: float
+    cpu_other_during: float
+    prefault_gib: float
+    prefault_s: float
+    elapsed_s: float
+
+
+def markdown(report: Report, run: Run) -> str:
+    """The header on the run and the machine, the tables and the notes."""
+    load_before, other = run.cpu_busy_before, run.cpu_other_during
+    busy = (
+        " **(other work was using the CPUs: figures may be low)**" if max(load_before, other) > 0.15 else ""
+    )
+    prefault_note = (
+        f"{run.prefault_gib:g} GiB of memory touched and freed first ({run.prefault_s:.1f} s)"
+        if run.prefault_gib > 0
+        else "no memory prefault"
+    )
+    header = (
+        f"## seglog benchmarks: {run.records:,} records ({KEY_BYTES}-byte keys, {VALUE_BYTES}-byte values), "
+        f"median of {run.repeats} runs ({MIN_REPEATS} for cases whose runs take long)\n\n"
+        f"- seglog {seglog.__version__}, API measured: **{API}**\n"
+        f"- kafka-python {version('kafka-python')} (CRC-32C: {crc_impl()}), "
+        f"SQLite {sqlite3.sqlite_version}, Python {platform.python_version()}\n"
+        f"- {os.cpu_count()} CPUs, {mem_gib():.0f} GiB, stores on {fs_type(run.root)} "
+        f"({run.root.parent}); {run.records_per_batch} records per 16 KiB batch; "
+        f"CPU used by other work: {load_before:.0%} just before the run, about {other:.0%} "
+        f"during it{busy}; "
+        f"{prefault_note}\n"
+        f"- tree: {git_rev()}\n"
+        "- ratios: >1 means seglog is better (throughput ratio; baseline/seglog latency for lookups); "
+        "MB/s = bytes stored (log or database files) / time\n"
+    )
+    text = header + "\n" + tables(report)
+    extra = notes(report)
+    if extra:
+        text += "\nNotes:\n" + "\n".join(extra) + "\n"
+    text += f"\n(run took {run.elapsed_s:,.0f} s)\n"
+    return text
+
+
+def meta(run: Run) -> dict[str, object]:
+    """The run and the machine, as latest.json records them."""
+    return {
+        "records": run.records,
+        "key_bytes": KEY_BYTES,
+        "value_bytes": VALUE_BYTES,
+        "repeats": run.repeats,
+        "api": API,
+        "seglog_version": seglog.__version__,
+        "kafka_python_version": version("kafka-python"),
+        "crc32c": crc_impl(),
+        "sqlite_version": sqlite3.sqlite_version,
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "mem_gib": round(mem_gib(), 1),
+        "fs": fs_type(run.root),
+        "records_per_batch": run.records_per_batch,
+        "cpu_busy_before": round(run.cpu_busy_before, 3),
+        "cpu_other_during": round(run.cpu_other_during, 3),
+        "prefault_gib": run.prefault_gib,
+        "git": git_rev(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "elapsed_s": round(run.elapsed_s, 1),
+    }
+
+
+def write(report: Report, run: Run, json_path: Path, png_path: Path) -> None:
+    """Print the markdown, write it with the JSON of every run beside it, draw the chart."""
+    text = markdown(report, run)
+    print(text)
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(
+        json.dumps({"meta": meta(run), "results": [asdict(r) for r in report.results.values()]}, indent=1)
+        + "\n"
+    )
+    md = json_path.with_suffix(".md")
+    md.write_text(text)
+    try:
+        chart(report, png_path, f"seglog {seglog.__version__}: {run.records:,} records, {API}")
+    except ImportError as e:
+        print(f"no chart: {e} (install matplotlib)", file=sys.stderr)
+    print(f"wrote {json_path}, {md} and {png_path}", file=sys.stderr)

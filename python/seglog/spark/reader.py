@@ -1,0 +1,139 @@
+"""Batch reads: a query's offset ranges, cut into tasks, and the reading of one
+range into Arrow batches (in executors, each opening the store read-only)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from .._arrow import SCHEMA as _ARROW_SCHEMA
+from .._store import Store
+from .._store import open as open_store
+from ..errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from .offsets import _data_loss, _ending_offsets, _starting_offsets, _topic_partitions
+from .options import _ReadOptions
+from .schema import _ARROW_NO_HEADERS
+
+# Records per Arrow batch a read task yields (see benches/bench_spark.py).
+_READ_BATCH_ROWS = 65_536
+# Bytes of log per read step inside Store.read_arrow.
+_READ_BYTES = 4 << 20
+
+
+def _open_read_only(path: str) -> Store:
+    try:
+        return open_store(path, read_only=True)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"seglog: no store at path {path!r}") from None
+
+
+@dataclass(frozen=True)
+class OffsetRange(InputPartition):
+    """One read task: offsets [start, end) of one topic-partition."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+def _split(ranges: list[OffsetRange], o: _ReadOptions) -> list[OffsetRange]:
+    """Kafka's KafkaOffsetRangeCalculator: one task per topic-partition, ranges
+    cut into pieces of at most maxRecordsPerPartition, then big ranges cut so
+    that about minPartitions tasks run."""
+
+    def cut(r: OffsetRange, parts: int) -> list[OffsetRange]:
+        size = r.end - r.start
+        return [
+            OffsetRange(r.topic, r.partition, r.start + size * i // parts, r.start + size * (i + 1) // parts)
+            for i in range(parts)
+        ]
+
+    ranges = [r for r in ranges if r.end > r.start]
+    if o.max_records_per_partition is not None:
+        m = o.max_records_per_partition
+        ranges = [piece for r in ranges for piece in cut(r, -(-(r.end - r.start) // m))]
+    if o.min_partitions is not None and o.min_partitions > len(ranges):
+        total = sum(r.end - r.start for r in ranges)
+        ranges = [
+            piece
+            for r in ranges
+            for piece in cut(r, max(1, round((r.end - r.start) / total * o.min_partitions)))
+        ]
+    return ranges
+
+
+def _read_range(o: _ReadOptions, r: OffsetRange) -> Iterator[pa.RecordBatch]:
+    store = _open_read_only(o.path)
+    schema = _ARROW_SCHEMA if o.include_headers else _ARROW_NO_HEADERS
+    width = len(schema)
+    where = f"{r.topic}-{r.partition}"
+    pos = r.start
+    while pos < r.end:
+        try:
+            batch, nexts = store.read_arrow(
+                [(r.topic, r.partition, pos)], min(r.end - pos, _READ_BATCH_ROWS), _READ_BYTES
+            )
+        except OffsetOutOfRangeError:
+            log_start, log_end = store.offsets(r.topic, r.partition)
+            if pos < log_start:
+                _data_loss(
+                    o,
+                    f"offsets {pos}..{min(log_start, r.end) - 1} of {where} were removed "
+                    "before they were read",
+                )
+                pos = log_start
+                continue
+            _data_loss(
+                o, f"{where} now ends at offset {log_end}, before offset {r.end} the query planned to read"
+            )
+            return
+        except UnknownTopicOrPartitionError:
+            _data_loss(o, f"{where} no longer exists (offsets {pos}..{r.end - 1} unread)")
+            return
+        n = batch.num_rows
+        nxt = nexts[0]
+        if nxt is None:
+            log_end = store.offsets(r.topic, r.partition)[1]
+            _data_loss(
+                o, f"{where} now ends at offset {log_end}, before offset {r.end} the query planned to read"
+            )
+            return
+        if n:
+            offsets = batch.column(4)
+            if offsets[n - 1].as_py() >= r.end:  # past the planned end (a gap in a compacted log)
+                batch = batch.slice(0, pc.sum(pc.less(offsets, r.end)).as_py() or 0)
+            if batch.num_rows:
+                yield (
+                    batch if width == 8 else pa.RecordBatch.from_arrays(batch.columns[:width], schema=schema)
+                )
+        pos = nxt
+
+
+class _Reader(DataSourceReader):
+    def __init__(self, o: _ReadOptions) -> None:
+        self._o = o
+
+    def partitions(self) -> Sequence[InputPartition]:
+        o = self._o
+        store = _open_read_only(o.path)
+        tps = _topic_partitions(store, o)
+        starts = _starting_offsets(store, tps, o)
+        ends = _ending_offsets(store, tps, o)
+        ranges = []
+        for tp in tps:
+            if starts[tp] > ends[tp]:
+                raise ValueError(
+                    f"seglog source: {tp[0]}-{tp[1]} starts at offset {starts[tp]}, "
+                    f"after its end offset {ends[tp]}"
+                )
+            ranges.append(OffsetRange(tp[0], tp[1], starts[tp], ends[tp]))
+        return _split(ranges, o)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        # Spark runs one task with a placeholder partition when partitions() is empty.
+        return _read_range(self._o, partition) if isinstance(partition, OffsetRange) else iter(())
