@@ -17,6 +17,7 @@ use super::buffer::ByteBuffer;
 use super::records::{extract_record, to_records, InRecord};
 use seglog_core::client::columns::{BinaryColumn, Columns};
 use seglog_core::client::fetch::{read_batches, read_columns};
+use seglog_core::client::partitioner::partition_for_key;
 use seglog_core::group;
 use seglog_core::log::AppendOrigin;
 use seglog_core::record::batch::{HeaderRef, NO_TIMESTAMP};
@@ -178,7 +179,7 @@ impl Store {
     fn partition_for_key(&self, py: Python<'_>, topic: &str, key: PyBackedBytes) -> PyResult<i32> {
         let core = self.core()?;
         let t = py.detach(|| core.topic(topic))?;
-        Ok(t.partition_for_key(&key))
+        Ok(partition_for_key(&key, t.partitions.len() as i32))
     }
 
     /// Appends records as one or more batches; returns (base_offset, last_offset).

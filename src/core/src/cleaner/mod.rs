@@ -11,10 +11,8 @@
 //!
 //! The cleaner is a client of the log: it reads segments and hands each cleaned
 //! group, written as `<base>.log.cleaned`, fsynced and renamed `.swap`, to
-//! `PartitionLog::replace_segments`. A crash at any point leaves files that
-//! `recover_swaps` completes on the next open.
-
-mod swap;
+//! `PartitionLog::replace_segments`. A crash at any point leaves files that the
+//! log's loader completes or drops on the next open.
 
 use std::collections::HashMap;
 use std::fs::{self, File};
@@ -27,8 +25,6 @@ use crate::log::PartitionLog;
 use crate::record::{BatchBuilder, BatchIter, NewRecord, RecordBatch};
 use crate::segment::files::{self, file_name, with_suffix};
 use crate::segment::Segment;
-
-pub use swap::recover_swaps;
 
 /// Bytes one entry of the key map takes, for the buffer bound (Kafka: 16-byte
 /// hash + 8-byte offset).

@@ -7,9 +7,9 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use super::swaps::recover_swaps;
 use super::{PartitionLog, LEADER_EPOCH, LEADER_EPOCH_CHECKPOINT};
 use crate::checkpoint;
-use crate::cleaner::recover_swaps;
 use crate::config::LogConfig;
 use crate::error::{Error, Result};
 use crate::segment::{files, Segment, SegmentMode};

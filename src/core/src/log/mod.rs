@@ -16,6 +16,7 @@ mod refresh;
 mod replace;
 mod retention;
 mod signal;
+mod swaps;
 mod truncate;
 
 use std::collections::BTreeMap;

@@ -15,7 +15,7 @@ impl PartitionLog {
     /// Swaps `swap` in for `old` (consecutive segments, the first one's base
     /// offset naming the result): the old files are renamed `.deleted`, durably,
     /// before the swap becomes the segment, so that a crash at any point leaves
-    /// what `recover_swaps` completes. If the log was closed meanwhile, the swap
+    /// what the loader completes. If the log was closed meanwhile, the swap
     /// is dropped and the log stays as it was.
     pub fn replace_segments(&self, old: &[Arc<Segment>], swap: &Path) -> Result<()> {
         let Some(first) = old.first() else {

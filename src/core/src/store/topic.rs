@@ -8,7 +8,6 @@ use std::sync::Arc;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 
-use crate::client::partitioner::partition_for_key;
 use crate::config::LogConfig;
 use crate::error::{Error, Result};
 use crate::log::PartitionLog;
@@ -60,11 +59,6 @@ impl Topic {
             partition: p,
             count: self.partitions.len() as i32,
         })
-    }
-
-    /// Kafka's default partitioner for a keyed record.
-    pub fn partition_for_key(&self, key: &[u8]) -> i32 {
-        partition_for_key(key, self.partitions.len() as i32)
     }
 }
 

@@ -1,4 +1,5 @@
-//! Completing or discarding, on open, what an interrupted cleaning left.
+//! Completing or discarding, before a log is loaded, what an interrupted
+//! cleaning left (Kafka's LogLoader does the same with swap files).
 
 use std::fs;
 use std::path::Path;
