@@ -18,7 +18,7 @@ use seglog_core::client::producer::{
 };
 use seglog_core::clock::now_ms;
 use seglog_core::error::Error;
-use seglog_core::record::batch::HeaderRef;
+use seglog_core::record::HeaderRef;
 use seglog_core::record::{Compression, NewRecord, TimestampType};
 
 /// Where a record landed: Kafka's RecordMetadata.

@@ -9,7 +9,7 @@ use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 use super::errors::to_py;
 use seglog_core::client::fetch::{decode, DecodedBatch};
-use seglog_core::record::batch::parse_records_from;
+use seglog_core::record::parse_records_from;
 use seglog_core::record::TimestampType;
 
 /// One record read from a log: Kafka's ConsumerRecord fields, immutable.

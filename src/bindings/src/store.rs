@@ -20,7 +20,8 @@ use seglog_core::client::fetch::{read_batches, read_columns};
 use seglog_core::client::partitioner::partition_for_key;
 use seglog_core::group;
 use seglog_core::log::AppendOrigin;
-use seglog_core::record::batch::{HeaderRef, NO_TIMESTAMP};
+use seglog_core::record::batch::NO_TIMESTAMP;
+use seglog_core::record::HeaderRef;
 use seglog_core::record::{Compression, NewRecord};
 use seglog_core::store::Store as CoreStore;
 

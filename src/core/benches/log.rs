@@ -29,12 +29,17 @@ fn batch() -> Vec<u8> {
     b.build()
 }
 
+/// A benchmark whose set-up fails has nothing to measure: it stops, saying why.
+fn ok<T, E: std::fmt::Display>(r: Result<T, E>, what: &str) -> T {
+    match r {
+        Ok(v) => v,
+        Err(e) => panic!("{what}: {e}"),
+    }
+}
+
 fn open(dir: &std::path::Path) -> PartitionLog {
     let config = Arc::new(LogConfig::default());
-    match PartitionLog::open(&dir.join("bench-0"), "bench", 0, config, 0, None, true) {
-        Ok((log, _)) => log,
-        Err(e) => panic!("opening the bench log: {e}"),
-    }
+    ok(PartitionLog::open(&dir.join("bench-0"), "bench", 0, config, 0, None, true), "opening the log").0
 }
 
 fn append(c: &mut Criterion) {
@@ -43,12 +48,12 @@ fn append(c: &mut Criterion) {
     g.throughput(Throughput::Elements(RECORDS_PER_BATCH as u64));
     for (name, origin) in [("embedded", AppendOrigin::Embedded), ("client (validated)", AppendOrigin::Client)]
     {
-        let dir = tempfile::tempdir().expect("a temporary directory");
+        let dir = ok(tempfile::tempdir(), "a temporary directory");
         let log = open(dir.path());
         g.bench_function(name, |b| {
             b.iter_batched(
                 || bytes.clone(),
-                |buf| log.append_as_leader(buf, origin).expect("append"),
+                |buf| ok(log.append_as_leader(buf, origin), "append"),
                 BatchSize::SmallInput,
             )
         });
@@ -57,11 +62,11 @@ fn append(c: &mut Criterion) {
 }
 
 fn read(c: &mut Criterion) {
-    let dir = tempfile::tempdir().expect("a temporary directory");
+    let dir = ok(tempfile::tempdir(), "a temporary directory");
     let log = open(dir.path());
     let bytes = batch();
     for _ in 0..10_000 {
-        log.append_as_leader(bytes.clone(), AppendOrigin::Embedded).expect("append");
+        ok(log.append_as_leader(bytes.clone(), AppendOrigin::Embedded), "append");
     }
     let end = log.log_end_offset();
     let mut g = c.benchmark_group("read");
@@ -70,7 +75,7 @@ fn read(c: &mut Criterion) {
         let mut offset = 0i64;
         b.iter(|| {
             offset = (offset + 7_919 * RECORDS_PER_BATCH as i64) % end;
-            black_box(log.read(offset, 1 << 20).and_then(|s| s.bytes()).expect("read"))
+            black_box(ok(log.read(offset, 1 << 20).and_then(|s| s.bytes()), "read"))
         })
     });
     g.throughput(Throughput::Elements(1));
@@ -78,19 +83,19 @@ fn read(c: &mut Criterion) {
         let mut offset = 0i64;
         b.iter(|| {
             offset = (offset + 7_919) % end;
-            black_box(log.read(offset, 1).expect("read").range)
+            black_box(ok(log.read(offset, 1), "read").range)
         })
     });
     g.finish();
 }
 
 fn index_lookup(c: &mut Criterion) {
-    let dir = tempfile::tempdir().expect("a temporary directory");
+    let dir = ok(tempfile::tempdir(), "a temporary directory");
     let path = dir.path().join("00000000000000000000.index");
-    let mut index = OffsetIndex::open(&path, 0, 10 << 20, true).expect("index");
+    let mut index = ok(OffsetIndex::open(&path, 0, 10 << 20, true), "index");
     let entries = 100_000i64;
     for i in 0..entries {
-        index.append(i * 40, (i * 4096) as u32).expect("index append");
+        ok(index.append(i * 40, (i * 4096) as u32), "index append");
     }
     c.bench_function("index lookup (100k entries)", |b| {
         let mut target = 0i64;

@@ -3,8 +3,8 @@
 //! `pyarrow.Array.from_buffers` (or any Arrow reader) — no object per record.
 
 use crate::error::Result;
-use crate::record::batch::{parse_records, BatchIter};
 use crate::record::TimestampType;
+use crate::record::{parse_records, BatchIter};
 
 /// A nullable binary (or string) column being built.
 #[derive(Default)]

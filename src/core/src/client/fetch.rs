@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::columns::Columns;
 use crate::error::Result;
 use crate::log::PartitionLog;
-use crate::record::batch::parse_records;
+use crate::record::parse_records;
 use crate::record::{BatchIter, RecordBatch, TimestampType};
 use crate::store::Store;
 

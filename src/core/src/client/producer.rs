@@ -19,7 +19,7 @@ use super::partitioner::{partition_for_key, StickyPartitioner};
 use crate::clock::now_ms;
 use crate::error::{Error, Result};
 use crate::log::{AppendOrigin, PartitionLog};
-use crate::record::batch::HeaderRef;
+use crate::record::HeaderRef;
 use crate::record::{BatchBuilder, Compression, NewRecord};
 use crate::store::{Store, Topic};
 

@@ -6,7 +6,8 @@ use super::{offsets_partition, OffsetCommitKey, OffsetCommitValue, OFFSETS_TOPIC
 use crate::client::fetch::read_batches;
 use crate::clock::now_ms;
 use crate::error::{Error, Result};
-use crate::record::batch::{parse_records, NO_TIMESTAMP};
+use crate::record::batch::NO_TIMESTAMP;
+use crate::record::parse_records;
 use crate::record::{Compression, NewRecord};
 use crate::store::Store;
 

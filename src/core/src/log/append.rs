@@ -9,11 +9,9 @@ use super::{PartitionLog, LEADER_EPOCH};
 use crate::clock::now_ms;
 use crate::config::LogConfig;
 use crate::error::{Error, Result};
-use crate::record::batch::{
-    build_batches, set_base_offset, set_log_append_time, set_partition_leader_epoch, NO_TIMESTAMP,
-};
+use crate::record::batch::{set_base_offset, set_log_append_time, set_partition_leader_epoch, NO_TIMESTAMP};
 use crate::record::validator::BatchRules;
-use crate::record::{BatchIter, Compression, NewRecord, RecordBatch, TimestampType};
+use crate::record::{build_batches, BatchIter, Compression, NewRecord, RecordBatch, TimestampType};
 use crate::segment::{BatchInfo, Segment, SegmentMode};
 
 /// Where an append landed.

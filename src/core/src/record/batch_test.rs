@@ -1,6 +1,7 @@
 //! Tests of `batch`.
 
 use super::*;
+use crate::record::{build_batches, parse_records_from, BatchBuilder, BatchIter, Compression, NewRecord};
 
 fn build(c: Compression, n: usize) -> Vec<u8> {
     let mut b = BatchBuilder::new(c).base_offset(100);
