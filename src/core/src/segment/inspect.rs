@@ -144,8 +144,8 @@ pub enum WalkItem {
 /// codec, records) when decoding, then a `Stop` if the file does not end at a batch
 /// boundary (torn tail, zero-filled tail, bad length or magic). The file's size is
 /// taken when the walk starts: what a writer appends later is not walked.
-pub struct LogWalk<'f> {
-    file: &'f File,
+pub struct LogWalk {
+    file: File,
     position: u64,
     size: u64,
     decode: bool,
@@ -153,8 +153,9 @@ pub struct LogWalk<'f> {
 }
 
 /// Starts a walk of `file` at byte `start`; `decode` also checks each batch's CRC
-/// and decodes its records (without it, only the headers are read).
-pub fn walk_log(file: &File, start: u64, decode: bool) -> Result<LogWalk<'_>> {
+/// and decodes its records (without it, only the headers are read). The walk owns
+/// the file: pass a `try_clone` to keep using it.
+pub fn walk_log(file: File, start: u64, decode: bool) -> Result<LogWalk> {
     let size = file.metadata()?.len();
     Ok(LogWalk { file, position: start, size, decode, done: false })
 }
@@ -227,7 +228,7 @@ fn decode_records(b: &RecordBatch<'_>, header: &BatchHeader) -> Result<Vec<Inspe
         .collect())
 }
 
-impl LogWalk<'_> {
+impl LogWalk {
     /// Byte position of the next batch.
     pub fn position(&self) -> u64 {
         self.position
@@ -240,13 +241,13 @@ impl LogWalk<'_> {
         let position = self.position;
         let left = self.size - position;
         let stop = |reason: String| Some(WalkItem::Stop(WalkStop { position, reason, length: left }));
-        let head = read_at(self.file, position, left.min(HEADER_LEN as u64))?;
+        let head = read_at(&self.file, position, left.min(HEADER_LEN as u64))?;
         if head.len() < LOG_OVERHEAD {
             return Ok(stop(format!("incomplete batch header: only {left} bytes left in the file")));
         }
         let base_offset = be_i64(&head, 0);
         let batch_length = be_i32(&head, 8);
-        if batch_length == 0 && base_offset == 0 && all_zero(self.file, position, self.size)? {
+        if batch_length == 0 && base_offset == 0 && all_zero(&self.file, position, self.size)? {
             return Ok(stop(format!("{left} zero bytes at the end of the file (a torn write?)")));
         }
         if batch_length < MIN_BATCH_LENGTH {
@@ -266,7 +267,7 @@ impl LogWalk<'_> {
                 return Ok(stop(format!("magic {magic} where {MAGIC} was expected (corrupt header)")));
             }
         }
-        let data = read_at(self.file, position, total)?;
+        let data = read_at(&self.file, position, total)?;
         let batch = match RecordBatch::parse_header(&data) {
             Ok(b) if data.len() as u64 == total => b,
             // Size and magic were checked above: only a shrinking file gets here.
@@ -293,7 +294,7 @@ impl LogWalk<'_> {
     }
 }
 
-impl Iterator for LogWalk<'_> {
+impl Iterator for LogWalk {
     type Item = Result<WalkItem>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -342,7 +343,7 @@ pub fn scan_log(path: &Path, base_offset: i64) -> Result<Option<SegmentScan>> {
         Err(e) => return Err(Error::at(path)(e)),
     };
     let mut scan = SegmentScan::new(base_offset);
-    for item in walk_log(&file, 0, false).map_err(|e| with_path(e, path))? {
+    for item in walk_log(file, 0, false).map_err(|e| with_path(e, path))? {
         if let WalkItem::Batch(b) = item.map_err(|e| with_path(e, path))? {
             scan.add(&b);
         }

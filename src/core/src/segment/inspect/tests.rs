@@ -31,7 +31,7 @@ fn file_with(bytes: &[u8]) -> (tempfile::TempDir, std::path::PathBuf) {
 
 fn walk(path: &Path, decode: bool) -> Vec<WalkItem> {
     let f = File::open(path).unwrap();
-    walk_log(&f, 0, decode).unwrap().collect::<Result<Vec<_>>>().unwrap()
+    walk_log(f, 0, decode).unwrap().collect::<Result<Vec<_>>>().unwrap()
 }
 
 fn batches(items: &[WalkItem]) -> Vec<&InspectedBatch> {
