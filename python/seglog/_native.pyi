@@ -2,7 +2,7 @@
 
 from collections.abc import Callable, Iterable, Mapping
 from os import PathLike
-from typing import Any, Self, final
+from typing import Any, Literal, Self, final
 
 from typing_extensions import disjoint_base
 
@@ -10,12 +10,21 @@ __all__ = [
     "ByteBuffer",
     "ConsumerRecord",
     "FutureRecordMetadata",
+    "IndexContents",
+    "LogBatch",
+    "LogStop",
+    "LogWalk",
     "Producer",
     "RecordMetadata",
+    "SegmentScan",
     "Store",
     "__version__",
+    "check_index",
     "decode_batches",
     "murmur2",
+    "read_index",
+    "scan_log",
+    "walk_log",
 ]
 __version__: str
 
@@ -150,6 +159,133 @@ def murmur2(data: bytes) -> int:
 
 def decode_batches(data: bytes, topic: str = "", partition: int = ...) -> list[ConsumerRecord]:
     """Decodes raw RecordBatch v2 bytes into ConsumerRecords (CRC checked)."""
+
+@final
+class LogBatch:
+    """A batch found in a `.log`: its header fields as stored, and whether it validates."""
+
+    @property
+    def error(self) -> str | None:
+        """Why the batch is invalid (CRC-32C, codec, record layout), or None."""
+    @property
+    def records(self) -> list[ConsumerRecord]:
+        """Its records when the walk decodes (none for a control or invalid batch)."""
+    @property
+    def position(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def base_offset(self) -> int: ...
+    @property
+    def batch_length(self) -> int: ...
+    @property
+    def partition_leader_epoch(self) -> int: ...
+    @property
+    def magic(self) -> int: ...
+    @property
+    def crc(self) -> int: ...
+    @property
+    def attributes(self) -> int: ...
+    @property
+    def last_offset_delta(self) -> int: ...
+    @property
+    def base_timestamp(self) -> int: ...
+    @property
+    def max_timestamp(self) -> int: ...
+    @property
+    def producer_id(self) -> int: ...
+    @property
+    def producer_epoch(self) -> int: ...
+    @property
+    def base_sequence(self) -> int: ...
+    @property
+    def records_count(self) -> int: ...
+    @property
+    def last_offset(self) -> int: ...
+    @property
+    def codec(self) -> str: ...
+    @property
+    def timestamp_type(self) -> Literal["CreateTime", "LogAppendTime"]: ...
+    @property
+    def is_transactional(self) -> bool: ...
+    @property
+    def is_control(self) -> bool: ...
+    @property
+    def has_delete_horizon(self) -> bool: ...
+    @property
+    def last_sequence(self) -> int: ...
+    def sequence_at(self, offset: int) -> int:
+        """The sequence of the record at `offset` (-1 for a batch without sequences)."""
+
+@final
+class LogStop:
+    """Where a walk of a `.log` had to stop (batch boundaries lost), and why."""
+
+    @property
+    def position(self) -> int: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def length(self) -> int:
+        """The bytes from `position` to the end of the file."""
+
+@final
+class LogWalk:
+    """An iterator over the batches of a `.log`, a `LogStop` last if the walk lost
+    the batch boundaries."""
+
+    def __iter__(self) -> Self: ...
+    def __next__(self) -> LogBatch | LogStop: ...
+
+def walk_log(fd: int, start: int = 0, *, decode: bool = True) -> LogWalk:
+    """Walks the `.log` open as file descriptor `fd` from byte `start` (the descriptor
+    is duplicated: closing it does not end the walk). With `decode`, each batch's
+    CRC-32C is checked and its records decoded; without, only headers are read."""
+
+@final
+class IndexContents:
+    """The entries of an index file, as stored."""
+
+    @property
+    def kind(self) -> Literal["index", "timeindex"]:
+        """`index` or `timeindex`."""
+    @property
+    def entries(self) -> list[tuple[int, int]]:
+        """`(relative offset, position)` for an index, `(timestamp, relative offset)` for a timeindex."""
+    @property
+    def unused(self) -> int:
+        """Preallocated empty slots after the last entry."""
+    @property
+    def size_problem(self) -> str | None:
+        """Why the file's size is wrong, or None."""
+
+def read_index(path: str | PathLike[str], kind: Literal["index", "timeindex"]) -> IndexContents:
+    """Reads the index file at `path`; `kind` is `index` or `timeindex`."""
+
+@final
+class SegmentScan:
+    """What an index check needs of a log: where batches start, how far valid ones reach."""
+
+    def __new__(cls, base_offset: int) -> SegmentScan: ...
+    def add(self, batch: LogBatch) -> None:
+        """Records a batch of the walk."""
+    @property
+    def base_offset(self) -> int: ...
+    @property
+    def batches(self) -> int:
+        """How many batches were added."""
+    @property
+    def last_offset(self) -> int | None:
+        """The greatest last offset of a valid batch, or None."""
+    @property
+    def max_timestamp(self) -> int:
+        """The greatest maxTimestamp of a valid batch, or -1."""
+
+def scan_log(path: str | PathLike[str], base_offset: int) -> SegmentScan | None:
+    """Batch positions and offsets of a `.log` (headers only), or None if it is missing."""
+
+def check_index(index: IndexContents, log: SegmentScan | None, base_offset: int) -> list[str]:
+    """What is wrong with an index, one line each (checked against `log` if given)."""
 
 @final
 class ByteBuffer:

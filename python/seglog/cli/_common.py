@@ -13,6 +13,7 @@ from .. import open as open_store
 PROG = "seglog"
 STORE_ENV = "SEGLOG_STORE"
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+INT32_MAX = 2**31 - 1  # the greatest offset relative to a segment base
 MAX_REPORTED = 10  # problems listed per index file before "... and N more"
 
 

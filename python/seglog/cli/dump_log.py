@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .. import ConsumerRecord
 from ._common import MAX_REPORTED, CliError
-from .segments import INT32_MAX, SEGMENT_FILE, Batch, Stop, check_index, iter_log, read_index, scan_log
+from .segments import SEGMENT_FILE, Batch, Stop, check_index, iter_log, read_index, scan_log
 
 
 def _show(data: bytes | None) -> str:
@@ -44,13 +44,13 @@ def _batch_line(b: Batch) -> str:
 
 
 def _record_line(b: Batch, r: ConsumerRecord) -> str:
-    sequence = -1 if b.base_sequence < 0 else (b.base_sequence + r.offset - b.base_offset) % (INT32_MAX + 1)
     headers = ", ".join(f"{k}={_show(v)}" for k, v in r.headers)
     return (
         f"| offset: {r.offset} {b.timestamp_type}: {r.timestamp}"
         f" keySize: {-1 if r.key is None else len(r.key)}"
         f" valueSize: {-1 if r.value is None else len(r.value)}"
-        f" sequence: {sequence} headers: [{headers}] key: {_show(r.key)} payload: {_show(r.value)}"
+        f" sequence: {b.sequence_at(r.offset)} headers: [{headers}]"
+        f" key: {_show(r.key)} payload: {_show(r.value)}"
     )
 
 

@@ -11,10 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import PartitionDescription
-from ._common import MAX_REPORTED, CliError, is_store, open_reader, store_path
+from ._common import INT32_MAX, MAX_REPORTED, CliError, is_store, open_reader, store_path
 from .segments import (
     INDEX_KINDS,
-    INT32_MAX,
     SEGMENT_FILE,
     Batch,
     SegmentScan,
@@ -188,7 +187,7 @@ class _Verifier:
         tally.records += len(b.records)
         if tally.first_offset is None:
             tally.first_offset = b.base_offset
-        if not scan.batch_starts and b.base_offset < base:
+        if not scan.batches and b.base_offset < base:
             self.error(where, f"batch offset {b.base_offset} is below the segment's base offset {base}")
         if b.last_offset - base > INT32_MAX:
             self.error(where, f"offset {b.last_offset} does not fit a relative offset from {base}")

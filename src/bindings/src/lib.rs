@@ -3,6 +3,7 @@
 
 mod buffer;
 mod errors;
+mod inspect;
 mod producer;
 mod records;
 mod store;
@@ -71,6 +72,15 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<producer::RecordMetadata>()?;
     m.add_function(wrap_pyfunction!(records::murmur2, m)?)?;
     m.add_function(wrap_pyfunction!(records::decode_batches, m)?)?;
+    m.add_class::<inspect::LogWalk>()?;
+    m.add_class::<inspect::LogBatch>()?;
+    m.add_class::<inspect::LogStop>()?;
+    m.add_class::<inspect::IndexContents>()?;
+    m.add_class::<inspect::SegmentScan>()?;
+    m.add_function(wrap_pyfunction!(inspect::walk_log, m)?)?;
+    m.add_function(wrap_pyfunction!(inspect::read_index, m)?)?;
+    m.add_function(wrap_pyfunction!(inspect::scan_log, m)?)?;
+    m.add_function(wrap_pyfunction!(inspect::check_index, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -59,6 +59,33 @@ impl ConsumerRecord {
     }
 }
 
+impl ConsumerRecord {
+    /// A record of `topic`/`partition` from its decoded fields.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        py: Python<'_>,
+        topic: &Bound<'_, PyString>,
+        partition: i32,
+        offset: i64,
+        timestamp: i64,
+        timestamp_type: TimestampType,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: Bound<'_, PyTuple>,
+    ) -> Self {
+        ConsumerRecord {
+            topic: topic.clone().unbind(),
+            partition,
+            offset,
+            timestamp,
+            timestamp_type: timestamp_type.id(),
+            key: key.map(|k| PyBytes::new(py, k).unbind()),
+            value: value.map(|v| PyBytes::new(py, v).unbind()),
+            headers: headers.unbind(),
+        }
+    }
+}
+
 /// An owned record ready for the builder (bytes held without copying).
 pub struct InRecord {
     pub key: Option<PyBackedBytes>,

@@ -8,6 +8,7 @@
 //! shrink it under the mapping): it reads the entries into memory with `pread`
 //! and treats every entry as a hint that the log scan confirms.
 
+mod contents;
 mod file;
 mod offset;
 mod time;
@@ -18,6 +19,7 @@ use std::path::Path;
 use crate::error::Result;
 use file::IndexFile;
 
+pub use contents::{read_index, IndexContents, IndexKind};
 pub use offset::OffsetEntry;
 pub use time::TimeEntry;
 
@@ -35,6 +37,9 @@ pub trait IndexEntry {
     /// An entry with its offset made absolute.
     type Value: Copy;
     fn decode(bytes: &[u8], base_offset: i64) -> Self::Value;
+    /// The entry's two columns as stored, signed, offsets still relative: what a
+    /// check of a damaged file needs to see.
+    fn raw(bytes: &[u8]) -> (i64, i64);
 }
 
 /// An index file of `E` entries for the segment at `base_offset`.

@@ -12,6 +12,10 @@ impl IndexEntry for OffsetEntry {
     fn decode(e: &[u8], base_offset: i64) -> (i64, u32) {
         (base_offset + i64::from(be_i32(&e[0..4])), be_i32(&e[4..8]) as u32)
     }
+    /// (relative offset, position)
+    fn raw(e: &[u8]) -> (i64, i64) {
+        (i64::from(be_i32(&e[0..4])), i64::from(be_i32(&e[4..8])))
+    }
 }
 
 fn relative(e: &[u8]) -> i64 {

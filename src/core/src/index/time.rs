@@ -12,6 +12,10 @@ impl IndexEntry for TimeEntry {
     fn decode(e: &[u8], base_offset: i64) -> (i64, i64) {
         (be_i64(&e[0..8]), base_offset + i64::from(be_i32(&e[8..12])))
     }
+    /// (timestamp, relative offset)
+    fn raw(e: &[u8]) -> (i64, i64) {
+        (be_i64(&e[0..8]), i64::from(be_i32(&e[8..12])))
+    }
 }
 
 fn timestamp(e: &[u8]) -> i64 {

@@ -5,6 +5,7 @@
 //! only then publishes the new size, so a reader never sees a partial batch.
 
 pub mod files;
+pub mod inspect;
 mod recovery;
 mod slice;
 mod tail;
