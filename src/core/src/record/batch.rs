@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 
 use super::compression::Compression;
-use super::record::{parse_records, Record};
+use super::records::{parse_records, Record};
 use crate::error::CorruptBatch;
 
 pub const HEADER_LEN: usize = 61;

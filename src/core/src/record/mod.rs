@@ -6,7 +6,7 @@ pub mod batch;
 pub mod builder;
 pub mod compression;
 pub mod iter;
-pub mod record;
+pub mod records;
 pub mod validator;
 pub mod varint;
 
@@ -14,4 +14,4 @@ pub use batch::{RecordBatch, TimestampType};
 pub use builder::{build_batches, BatchBuilder, HeaderRef, NewRecord, ProducerInfo};
 pub use compression::Compression;
 pub use iter::BatchIter;
-pub use record::{parse_records, parse_records_from, Record};
+pub use records::{parse_records, parse_records_from, Record};
