@@ -79,4 +79,5 @@ pub fn write_leader_epochs(path: &Path, entries: &[(i32, i64)]) -> Result<()> {
 }
 
 #[cfg(test)]
+#[path = "checkpoint_test.rs"]
 mod tests;

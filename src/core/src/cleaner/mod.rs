@@ -266,4 +266,5 @@ fn filter_batch(
 }
 
 #[cfg(test)]
+#[path = "cleaner_test.rs"]
 mod tests;

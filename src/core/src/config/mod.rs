@@ -252,4 +252,5 @@ impl StoreConfig {
 }
 
 #[cfg(test)]
+#[path = "config_test.rs"]
 mod tests;

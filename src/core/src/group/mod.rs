@@ -26,4 +26,5 @@ pub fn offsets_partition(group: &str, partitions: i32) -> i32 {
 }
 
 #[cfg(test)]
+#[path = "group_test.rs"]
 mod tests;

@@ -105,4 +105,5 @@ fn be_i64(b: &[u8]) -> i64 {
 }
 
 #[cfg(test)]
+#[path = "index_test.rs"]
 mod tests;

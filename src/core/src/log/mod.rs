@@ -228,4 +228,5 @@ impl PartitionLog {
 }
 
 #[cfg(test)]
+#[path = "log_test.rs"]
 mod tests;

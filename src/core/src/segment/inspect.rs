@@ -431,4 +431,5 @@ fn check_time_index(entries: &[(i64, i64)], log: Option<&SegmentScan>, base: i64
 }
 
 #[cfg(test)]
+#[path = "inspect_test.rs"]
 mod tests;

@@ -420,4 +420,5 @@ impl Segment {
 }
 
 #[cfg(test)]
+#[path = "segment_test.rs"]
 mod tests;

@@ -485,4 +485,5 @@ impl Drop for Store {
 }
 
 #[cfg(test)]
+#[path = "store_test.rs"]
 mod tests;
