@@ -26,6 +26,19 @@ impl Segment {
     /// `allow_gaps`, for compacted logs, whose cleaner removes whole batches)
     /// at least not before it.
     pub fn recover(&self, index_interval: u64, max_batch_bytes: u64, allow_gaps: bool) -> Result<Recovered> {
+        self.rebuild(index_interval, max_batch_bytes, allow_gaps, true)
+    }
+
+    /// As `recover`; with `cut` false the file keeps what follows the last valid
+    /// batch (a sealed segment's damage stays for reads to report), and only the
+    /// indexes and the committed size stop there.
+    pub fn rebuild(
+        &self,
+        index_interval: u64,
+        max_batch_bytes: u64,
+        allow_gaps: bool,
+        cut: bool,
+    ) -> Result<Recovered> {
         let file_size = self.log.metadata().map_err(Error::at(&self.log_path))?.len();
         let mut ix = self.indexes.lock();
         ix.offsets.reset();
@@ -84,14 +97,16 @@ impl Segment {
                 ix.max_timestamp_so_far = info.max_timestamp;
                 ix.offset_of_max_timestamp = info.last_offset;
             }
-            if ix.bytes_since_last_entry > index_interval {
-                if ix.offsets.is_full() {
-                    break;
+            // An index that fills (a smaller `segment.index.bytes` than the one the
+            // segment was written with) stops taking entries: lookups then scan
+            // further. A full index says nothing about the batch, so never cut here.
+            if ix.bytes_since_last_entry > index_interval && !ix.offsets.is_full() {
+                if let Ok(position) = u32::try_from(pos) {
+                    ix.offsets.append(info.last_offset, position)?;
+                    let (ts, off) = (ix.max_timestamp_so_far, ix.offset_of_max_timestamp);
+                    ix.times.maybe_append(ts, off, false)?;
+                    ix.bytes_since_last_entry = 0;
                 }
-                ix.offsets.append(info.last_offset, pos as u32)?;
-                let (ts, off) = (ix.max_timestamp_so_far, ix.offset_of_max_timestamp);
-                ix.times.maybe_append(ts, off, false)?;
-                ix.bytes_since_last_entry = 0;
             }
             ix.bytes_since_last_entry += size;
             expected_next = info.last_offset + 1;
@@ -101,6 +116,9 @@ impl Segment {
         }
         out.valid_bytes = pos;
         out.truncated_bytes = file_size - pos;
+        if !cut {
+            out.truncated_bytes = 0;
+        }
         if out.truncated_bytes > 0 && self.writable {
             self.log.set_len(pos).map_err(Error::at(&self.log_path))?;
             self.log.sync_all().map_err(Error::at(&self.log_path))?;
