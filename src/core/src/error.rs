@@ -21,6 +21,9 @@ pub enum CorruptBatch {
     UnknownCodec(u8),
     #[error("compressed payload could not be decoded: {0}")]
     Decompress(String),
+    /// Damage a segment's CRCs cannot show (offsets, lengths), found by a read.
+    #[error("{}, position {position}: {reason}", path.display())]
+    InSegment { path: PathBuf, position: u64, reason: String },
 }
 
 #[derive(Debug, thiserror::Error)]

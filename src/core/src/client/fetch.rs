@@ -73,9 +73,10 @@ pub fn decode(bytes: &[u8], verify_crc: bool) -> Result<Vec<DecodedBatch>> {
 pub fn read_batches(log: &PartitionLog, offset: i64, max_bytes: u64) -> Result<Vec<DecodedBatch>> {
     let mut pos = offset;
     loop {
-        let bytes = log.read(pos, max_bytes)?.bytes()?;
+        let slice = log.read(pos, max_bytes)?;
+        let bytes = slice.bytes()?;
         // Every batch a reader gets is CRC-checked: nothing corrupt reaches it.
-        let batches = decode(&bytes, true)?;
+        let batches = decode(&bytes, true).map_err(|e| slice.locate(e))?;
         let Some(last) = batches.last() else { return Ok(batches) };
         if batches.iter().any(|b| b.has_records_from(offset)) {
             return Ok(batches);
@@ -110,7 +111,7 @@ pub fn read_columns(
                 break;
             }
             let bytes = slice.bytes()?;
-            match cols.extend(topic, *p, &bytes, pos, max_records, true)? {
+            match cols.extend(topic, *p, &bytes, pos, max_records, true).map_err(|e| slice.locate(e))? {
                 Some(n) if n > pos => {
                     pos = n;
                     next = Some(n);

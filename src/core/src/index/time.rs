@@ -57,6 +57,12 @@ impl Index<TimeEntry> {
         }
     }
 
+    /// The greatest entry (timestamp, offset) with timestamp < target: where the
+    /// scan for the first record at or after `target` may start, if it holds up.
+    pub fn lookup_entry(&self, target: i64) -> Option<(i64, i64)> {
+        self.file.floor(timestamp, target.saturating_sub(1)).map(|i| self.entry(i))
+    }
+
     /// Drops every entry for an offset >= `offset` (log truncation).
     pub fn truncate_to(&mut self, offset: i64) {
         let keep = (0..self.len()).take_while(|&i| self.entry(i).1 < offset).count();

@@ -122,6 +122,13 @@ impl PartitionLog {
         let log_append_time =
             if config.message_timestamp_type == TimestampType::LogAppendTime { now_ms() } else { -1 };
         let first = self.log_end_offset();
+        let span: i64 = bounds.iter().map(|b| i64::from(b.3.max(0)) + 1).sum();
+        if first > super::MAX_OFFSET - span {
+            return Err(Error::InvalidArgument(format!(
+                "offsets from {first} for {span} more would pass the largest offset a log holds ({})",
+                super::MAX_OFFSET
+            )));
+        }
         let mut next = first;
         let mut records = 0i64;
         for &(pos, size, count, last_delta) in &bounds {

@@ -8,11 +8,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::swaps::recover_swaps;
-use super::{PartitionLog, LEADER_EPOCH, LEADER_EPOCH_CHECKPOINT};
+use super::{PartitionLog, LEADER_EPOCH, LEADER_EPOCH_CHECKPOINT, MAX_OFFSET};
 use crate::checkpoint;
 use crate::config::LogConfig;
-use crate::error::{Error, Result};
-use crate::segment::{files, Segment, SegmentMode};
+use crate::error::{CorruptBatch, Error, Result};
+use crate::segment::{files, Expect, Segment, SegmentMode};
 
 /// What opening the log found and did.
 #[derive(Debug, Clone, Default)]
@@ -20,6 +20,9 @@ pub struct LoadReport {
     pub recovered_segments: usize,
     pub truncated_bytes: u64,
     pub deleted_segments: usize,
+    /// Sealed segments whose batches do not end where the next segment begins:
+    /// damaged on disk; reads of the missing offsets fail as corrupt.
+    pub damaged_segments: usize,
 }
 
 /// Removes what an interrupted operation left behind: temporary files and
@@ -35,6 +38,61 @@ fn remove_strays(dir: &Path) -> Result<()> {
         });
         if files::is_leftover(name) || orphan_index {
             fs::remove_file(&path).map_err(Error::at(&path))?;
+        }
+    }
+    Ok(())
+}
+
+/// Refuses offsets so near the i64 limit that the log's offsets would overflow:
+/// a segment named after one, or a log start offset beyond `MAX_OFFSET`.
+fn check_offset_limits(dir: &Path, bases: &[i64], log_start: Option<i64>) -> Result<()> {
+    if let Some(&base) = bases.iter().find(|&&b| b > MAX_OFFSET) {
+        let path = dir.join(files::file_name(base, files::LOG));
+        return Err(CorruptBatch::InSegment {
+            path,
+            position: 0,
+            reason: format!("base offset {base} is beyond the largest supported offset {MAX_OFFSET}"),
+        }
+        .into());
+    }
+    match log_start {
+        Some(start) if !(0..=MAX_OFFSET).contains(&start) => {
+            let path = dir.parent().unwrap_or(dir).join(checkpoint::LOG_START_OFFSET);
+            Err(Error::IoAt {
+                path,
+                source: std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!(
+                        "log start offset {start} of {} is outside 0..={MAX_OFFSET}, the offsets a log can hold",
+                        dir.display()
+                    ),
+                ),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Where each segment's batches end (one past the last offset), None if that
+/// cannot be read; and the refusal of segments whose offsets overlap (a file
+/// renamed or copied over another's range gives duplicate offsets). Runs before
+/// recovery, which could otherwise cut and delete around the confusion.
+fn check_overlaps(dir: &Path, bases: &[i64], index_bytes: usize) -> Result<()> {
+    for pair in bases.windows(2) {
+        let (base, next) = (pair[0], pair[1]);
+        let seg = Segment::open(dir, base, index_bytes, SegmentMode::Sealed)?;
+        let Ok(Some(last)) = seg.last_batch(seg.size(), Expect::ANY) else { continue };
+        if last.last_offset >= next {
+            return Err(seg.corrupt(
+                last.position,
+                format!(
+                    "offsets {}..={} overlap {}, which starts at offset {next}: two segments hold the \
+                     same offsets (a file renamed or copied?); move one of them away",
+                    last.base_offset,
+                    last.last_offset,
+                    dir.join(files::file_name(next, files::LOG)).display()
+                ),
+            ));
         }
     }
     Ok(())
@@ -58,6 +116,8 @@ impl PartitionLog {
         remove_strays(dir)?;
         let mut report = LoadReport::default();
         let mut bases = files::list_segments(dir)?;
+        check_offset_limits(dir, &bases, log_start_checkpoint)?;
+        check_overlaps(dir, &bases, config.segment_index_bytes)?;
         if bases.is_empty() {
             bases.push(log_start_checkpoint.unwrap_or(0).max(0));
         }
@@ -95,27 +155,61 @@ impl PartitionLog {
             } else {
                 let seg = Segment::open(dir, base, index_bytes, mode)?;
                 if !seg.index_is_sane()? {
-                    // A damaged index is rebuilt from the log, as Kafka does.
+                    // A damaged index is rebuilt from the log, as Kafka does. A
+                    // sealed segment keeps its bytes (what is damaged there stays
+                    // for reads to report); the active one is cut at the damage,
+                    // as recovery would.
                     drop(seg);
                     let seg = Segment::open(dir, base, index_bytes, SegmentMode::Active)?;
-                    seg.recover(config.index_interval_bytes, max_batch, allow_gaps)?;
+                    let r = seg.rebuild(config.index_interval_bytes, max_batch, allow_gaps, is_last)?;
                     report.recovered_segments += 1;
-                    if !is_last {
+                    report.truncated_bytes += r.truncated_bytes;
+                    if is_last {
+                        seg
+                    } else {
                         seg.seal()?;
+                        let sealed = Segment::open(dir, base, index_bytes, mode)?;
+                        if r.valid_bytes < sealed.size() {
+                            // Its indexes stop at the damage; searches must not pass it.
+                            sealed.mark_damaged(r.valid_bytes);
+                        }
+                        sealed
                     }
-                    Segment::open(dir, base, index_bytes, mode)?
                 } else {
                     seg
                 }
             };
             segments.insert(base, Arc::new(seg));
         }
+        // A sealed segment must end where the next one begins; one that does not
+        // was damaged (cut short, zeroed) where recovery did not look. Reads of
+        // what is missing fail as corrupt; the open goes on for the rest.
+        let all: Vec<(i64, Arc<Segment>)> = segments.iter().map(|(b, s)| (*b, s.clone())).collect();
+        for pair in all.windows(2) {
+            let (seg, next_base) = (&pair[0].1, pair[1].0);
+            let expect = Expect { next_base, allow_gaps };
+            let damaged_at = match seg.last_batch(seg.size(), expect) {
+                Ok(last) => {
+                    let end = last.map_or(seg.base_offset, |b| b.last_offset + 1);
+                    let meets = end == next_base || (allow_gaps && end <= next_base);
+                    (!meets).then(|| seg.size())
+                }
+                Err(Error::Corrupt(CorruptBatch::InSegment { position, .. })) => Some(position),
+                Err(_) => Some(0),
+            };
+            if let Some(position) = damaged_at {
+                seg.mark_damaged(position);
+                report.damaged_segments += 1;
+            }
+        }
         // A cut makes the cut segment the active one.
         let (&active_base, active) = segments
             .iter()
             .next_back()
             .ok_or_else(|| Error::InvalidArgument(format!("no segments in {}", dir.display())))?;
-        let end = active.last_batch(active.size())?.map_or(active_base, |b| b.last_offset + 1);
+        let end = active
+            .last_batch(active.size(), Expect { next_base: i64::MAX, allow_gaps })?
+            .map_or(active_base, |b| b.last_offset + 1);
         let first_base = *segments.keys().next().unwrap_or(&0);
         let start = log_start_checkpoint.unwrap_or(first_base).clamp(first_base, end);
         let rp = recovery_point.min(end);

@@ -242,3 +242,274 @@ fn external_batches_are_validated() {
     ));
     assert_eq!(log.log_end_offset(), 0);
 }
+
+// --------------------------------------------------------------------------- damage on disk (issue 9)
+
+fn seg_path(dir: &Path, base: i64, suffix: &str) -> PathBuf {
+    dir.join("t-0").join(crate::segment::file_name(base, suffix))
+}
+
+/// Batch (position, size, base offset) of a segment file.
+fn batches_of(bytes: &[u8]) -> Vec<(usize, usize, i64)> {
+    crate::record::BatchIter::new(bytes, false)
+        .scan(0usize, |pos, b| {
+            let b = b.ok()?;
+            let at = *pos;
+            *pos += b.size();
+            Some((at, b.size(), b.base_offset()))
+        })
+        .collect()
+}
+
+/// 100 batches of 2 records, timestamps 1000 + 10 i, over several segments, closed cleanly.
+fn written(dir: &Path) -> Vec<i64> {
+    let (log, _) = open(dir, 0, true);
+    for i in 0..100 {
+        log.append_as_leader(batch(2, 1000 + i * 10, Compression::None), AppendOrigin::Embedded).unwrap();
+    }
+    let bases = log.segment_bases();
+    assert!(bases.len() >= 3);
+    log.close().unwrap();
+    bases
+}
+
+/// Every offset reads back as the record written there, or fails as corrupt
+/// naming a file; returns the offsets that failed.
+fn exact_or_corrupt(log: &PartitionLog, end: i64) -> Vec<i64> {
+    let mut bad = Vec::new();
+    for off in 0..end {
+        match log.read(off, 1).and_then(|s| s.bytes()) {
+            Ok(bytes) => {
+                let b = RecordBatch::parse(&bytes).unwrap_or_else(|e| panic!("offset {off}: {e}"));
+                assert!(
+                    b.base_offset() <= off && off <= b.last_offset(),
+                    "offset {off} read as {}..={}",
+                    b.base_offset(),
+                    b.last_offset()
+                );
+                assert_eq!(b.base_offset() % 2, 0, "offset {off}: batches start at even offsets");
+                assert_eq!(b.max_timestamp(), 1000 + b.base_offset() / 2 * 10, "offset {off}: another batch");
+            }
+            Err(e @ Error::Corrupt(_)) => {
+                assert!(e.to_string().contains(".log"), "names the file: {e}");
+                bad.push(off);
+            }
+            Err(e) => panic!("offset {off}: {e}"),
+        }
+    }
+    bad
+}
+
+#[test]
+fn recovery_with_a_smaller_index_keeps_every_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let big =
+        Arc::new(LogConfig { segment_bytes: 1 << 20, index_interval_bytes: 4096, ..LogConfig::default() });
+    let (log, _) = PartitionLog::open(&dir.path().join("t-0"), "t", 0, big, 0, None, true).unwrap();
+    for i in 0..100 {
+        log.append_as_leader(batch(1, i, Compression::None), AppendOrigin::Embedded).unwrap();
+    }
+    log.close().unwrap();
+    drop(log);
+    // Reopened uncleanly with an index that fills after two entries.
+    let tiny =
+        Arc::new(LogConfig { index_interval_bytes: 0, segment_index_bytes: 16, ..LogConfig::default() });
+    let (log, report) = PartitionLog::open(&dir.path().join("t-0"), "t", 0, tiny, 0, None, false).unwrap();
+    assert_eq!(report.truncated_bytes, 0);
+    assert_eq!(log.log_end_offset(), 100);
+    check_all(&log, 100);
+}
+
+#[test]
+fn a_base_offset_flipped_in_a_sealed_segment_is_corrupt_not_relabelled() {
+    for xor in [1i64 << 58, 64, 1] {
+        let dir = tempfile::tempdir().unwrap();
+        let bases = written(dir.path());
+        let p = seg_path(dir.path(), bases[0], ".log");
+        let mut bytes = fs::read(&p).unwrap();
+        let bs = batches_of(&bytes);
+        for &(pos, _, base) in bs.iter().step_by(3) {
+            bytes[pos..pos + 8].copy_from_slice(&(base ^ xor).to_be_bytes());
+        }
+        fs::write(&p, &bytes).unwrap();
+        for clean in [true, false] {
+            let (log, _) = open(dir.path(), 200, clean);
+            let bad = exact_or_corrupt(&log, 200);
+            assert!(bad.contains(&0), "xor {xor}: offset 0 sits in a damaged batch: {bad:?}");
+            assert!(bad.iter().all(|&o| o < bases[1]), "only the damaged segment: {bad:?}");
+            log.close().unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_sealed_segment_cut_short_or_zeroed_is_corrupt_not_skipped() {
+    for how in ["truncate", "zero", "length"] {
+        let dir = tempfile::tempdir().unwrap();
+        let bases = written(dir.path());
+        let p = seg_path(dir.path(), bases[0], ".log");
+        let mut bytes = fs::read(&p).unwrap();
+        let bs = batches_of(&bytes);
+        let (pos, _, lost) = bs[bs.len() - 3];
+        match how {
+            "truncate" => bytes.truncate(pos),
+            "zero" => bytes[pos..].fill(0),
+            _ => bytes[pos + 8..pos + 12].copy_from_slice(&10_000i32.to_be_bytes()),
+        }
+        fs::write(&p, &bytes).unwrap();
+        let (log, report) = open(dir.path(), 200, true);
+        if how != "length" {
+            // (A damaged length mid-segment shows on reads, not at the end.)
+            assert_eq!(report.damaged_segments, 1, "{how}: the open notices the gap");
+        }
+        let bad = exact_or_corrupt(&log, 200);
+        if how == "length" {
+            // Batches after the damaged one may still be found through the index.
+            assert!(bad.contains(&lost) && bad.iter().all(|&o| o >= lost && o < bases[1]), "{bad:?}");
+        } else {
+            assert_eq!(bad, (lost..bases[1]).collect::<Vec<_>>(), "{how}");
+        }
+        let err = log.read(lost, 1 << 20).err().unwrap().to_string();
+        assert!(err.contains(&p.file_name().unwrap().to_string_lossy().to_string()), "{err}");
+        assert!(err.contains(&format!("position {pos}")), "{err}");
+    }
+}
+
+#[test]
+fn damaged_index_entries_are_hints_checked_against_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let bases = written(dir.path());
+    let idx = seg_path(dir.path(), bases[0], ".index");
+    let mut bytes = fs::read(&idx).unwrap();
+    assert!(bytes.len() >= 16);
+    let n = bytes.len() - 8;
+    for (i, b) in bytes.iter_mut().enumerate().take(n) {
+        *b ^= (i as u8).wrapping_mul(37) | 1;
+    }
+    fs::write(&idx, &bytes).unwrap();
+    let (log, _) = open(dir.path(), 200, true);
+    assert!(exact_or_corrupt(&log, 200).is_empty());
+}
+
+#[test]
+fn a_damaged_time_index_gives_right_offset_for_time_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let bases = written(dir.path());
+    for &base in &bases[..bases.len() - 1] {
+        let p = seg_path(dir.path(), base, ".timeindex");
+        let mut bytes = fs::read(&p).unwrap();
+        assert!(bytes.len() >= 24, "entries to damage");
+        let n = bytes.len() / 12;
+        // The first entries point at later offsets, the last one is kept.
+        for i in 0..n - 1 {
+            let rel = i32::from_be_bytes(bytes[i * 12 + 8..i * 12 + 12].try_into().unwrap());
+            bytes[i * 12 + 8..i * 12 + 12].copy_from_slice(&(rel + 6).to_be_bytes());
+            let ts = i64::from_be_bytes(bytes[i * 12..i * 12 + 8].try_into().unwrap());
+            bytes[i * 12..i * 12 + 8].copy_from_slice(&(ts - 25).to_be_bytes());
+        }
+        fs::write(&p, &bytes).unwrap();
+    }
+    let (log, _) = open(dir.path(), 200, true);
+    for i in 0..100 {
+        let ts = 1000 + i * 10;
+        assert_eq!(log.offset_for_time(ts).unwrap(), Some((2 * i, ts)), "timestamp {ts}");
+        assert_eq!(log.offset_for_time(ts - 3).unwrap(), Some((2 * i, ts)), "timestamp {}", ts - 3);
+    }
+}
+
+#[test]
+fn a_garbage_swap_does_not_replace_an_intact_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let bases = written(dir.path());
+    let swap = dir.path().join("t-0").join(format!("{}.swap", crate::segment::file_name(bases[0], ".log")));
+    // Garbage, and a valid batch followed by garbage.
+    for content in [vec![0x5a; 700], [batch(2, 1000, Compression::None), vec![1; 100]].concat()] {
+        fs::write(&swap, &content).unwrap();
+        let (log, _) = open(dir.path(), 200, true);
+        assert!(!swap.exists());
+        assert_eq!(log.segment_bases(), bases);
+        assert!(exact_or_corrupt(&log, 200).is_empty());
+        log.close().unwrap();
+    }
+    // A whole swap whose offsets run past what it replaces is refused too.
+    let mut b = BatchBuilder::new(Compression::None).base_offset(0);
+    b.append(&NewRecord { timestamp: 1000, key: None, value: Some(b"x"), headers: &[] });
+    let mut bytes = b.build();
+    crate::record::batch::set_base_offset(&mut bytes, 1000);
+    fs::write(&swap, &bytes).unwrap();
+    let (log, _) = open(dir.path(), 200, true);
+    assert_eq!(log.segment_bases(), bases);
+    assert!(exact_or_corrupt(&log, 200).is_empty());
+}
+
+#[test]
+fn a_segment_renamed_to_an_overlapping_base_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let bases = written(dir.path());
+    let from = seg_path(dir.path(), bases[1], ".log");
+    let to = seg_path(dir.path(), bases[1] - 4, ".log");
+    fs::rename(&from, &to).unwrap();
+    let err = PartitionLog::open(&dir.path().join("t-0"), "t", 0, small(), 200, None, true).err().unwrap();
+    let msg = err.to_string();
+    assert!(matches!(err, Error::Corrupt(_)), "{msg}");
+    assert!(msg.contains(&crate::segment::file_name(bases[0], ".log")), "{msg}");
+    assert!(msg.contains(&crate::segment::file_name(bases[1] - 4, ".log")), "{msg}");
+}
+
+#[test]
+fn truncation_forgets_the_timestamps_it_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = open(dir.path(), 0, true);
+    for i in 0..100 {
+        log.append_as_leader(batch(2, 1000 + i * 10, Compression::None), AppendOrigin::Embedded).unwrap();
+    }
+    let bases = log.segment_bases();
+    // Into the middle of the second segment, which becomes the active one.
+    let cut = (bases[1] + bases[2]) / 2 / 2 * 2;
+    log.truncate_to(cut).unwrap();
+    let last = log.segments().pop().unwrap();
+    assert_eq!(last.max_timestamp(), 1000 + (cut / 2 - 1) * 10);
+    // Sealed by a roll, it keeps the right maximum.
+    log.close().unwrap();
+    let (log, _) = PartitionLog::open(&dir.path().join("t-0"), "t", 0, small(), cut, None, true)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let seg = log.segments().pop().unwrap();
+    assert_eq!(seg.max_timestamp(), 1000 + (cut / 2 - 1) * 10);
+    assert_eq!(log.offset_for_time(1000 + (cut / 2) * 10).unwrap(), None);
+}
+
+#[test]
+fn truncation_reuses_the_active_segment_and_does_not_wait_for_maintenance() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = open(dir.path(), 0, true);
+    for i in 0..100 {
+        log.append_as_leader(batch(2, 1000 + i * 10, Compression::None), AppendOrigin::Embedded).unwrap();
+    }
+    let log = Arc::new(log);
+    let active = log.segments().pop().unwrap();
+    let guard = log.lock_maintenance();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let l = log.clone();
+    let t = std::thread::spawn(move || tx.send(l.truncate_to(198)).unwrap());
+    let done = rx.recv_timeout(std::time::Duration::from_secs(20));
+    drop(guard);
+    t.join().unwrap();
+    assert!(matches!(done, Ok(Ok(()))), "truncation finished while a maintenance task ran");
+    assert_eq!(log.log_end_offset(), 198);
+    assert!(Arc::ptr_eq(&active, &log.segments().pop().unwrap()), "no second mapping of its indexes");
+}
+
+#[test]
+fn offsets_near_the_limit_are_refused_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let err =
+        PartitionLog::open(&dir.path().join("t-0"), "t", 0, small(), 0, Some(i64::MAX), true).err().unwrap();
+    assert!(err.to_string().contains(&i64::MAX.to_string()), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir_all(dir.path().join("t-0")).unwrap();
+    fs::write(seg_path(dir.path(), i64::MAX, ".log"), batch(2, 0, Compression::None)).unwrap();
+    for clean in [true, false] {
+        let err = PartitionLog::open(&dir.path().join("t-0"), "t", 0, small(), 0, None, clean).err().unwrap();
+        assert!(err.to_string().contains("09223372036854775807.log"), "{err}");
+    }
+}

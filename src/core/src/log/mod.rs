@@ -42,6 +42,10 @@ pub use signal::AppendSignal;
 /// leader and never changes epoch.
 pub const LEADER_EPOCH: i32 = 0;
 pub const LEADER_EPOCH_CHECKPOINT: &str = "leader-epoch-checkpoint";
+/// The largest offset a log holds: a batch's offsets run up to `i32::MAX` past
+/// its base, and one past the last must still fit an i64. Segment names, log
+/// start offsets and appends beyond it are refused.
+pub const MAX_OFFSET: i64 = i64::MAX - i32::MAX as i64 - 1;
 
 /// How far fsyncs have reached, and whether one is running (group commit).
 struct FlushState {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::PartitionLog;
 use crate::error::{CorruptBatch, Error, Result};
 use crate::record::{RecordBatch, TimestampType};
-use crate::segment::{FileRange, Segment};
+use crate::segment::{Expect, FileRange, Segment};
 
 /// A read: whole batches from one segment, as a file range, plus the bounds the
 /// reader may want (Kafka's Fetch returns the same).
@@ -24,6 +24,17 @@ impl ReadSlice {
         match (&self.segment, &self.range) {
             (Some(seg), Some(r)) => seg.read_bytes(r.position, r.length as usize),
             _ => Ok(Vec::new()),
+        }
+    }
+
+    /// A corrupt batch found in this slice's bytes, as an error naming the
+    /// segment file and where the slice starts in it.
+    pub fn locate(&self, e: Error) -> Error {
+        match (e, &self.segment, &self.range) {
+            (Error::Corrupt(c), Some(seg), Some(r)) if !matches!(c, CorruptBatch::InSegment { .. }) => {
+                seg.corrupt(r.position, format!("in the batches read from here: {c}"))
+            }
+            (e, ..) => e,
         }
     }
 }
@@ -64,19 +75,35 @@ impl PartitionLog {
                 end,
             });
         }
-        let candidates: Vec<Arc<Segment>> = {
+        let allow_gaps = self.config().cleanup_policy.compact;
+        // Each candidate with the base of the one after it: its offsets stop there.
+        let candidates: Vec<(Arc<Segment>, i64)> = {
             let map = self.segments.read();
             let first = map.range(..=offset).next_back().map_or(i64::MIN, |(b, _)| *b);
-            map.range((Bound::Included(first), Bound::Unbounded)).map(|(_, s)| s.clone()).collect()
+            let segs: Vec<_> = map.range((Bound::Included(first), Bound::Unbounded)).collect();
+            let nexts = segs.iter().skip(1).map(|(b, _)| **b).chain(std::iter::once(i64::MAX));
+            segs.iter().map(|(_, s)| Arc::clone(s)).zip(nexts).collect()
         };
-        for seg in candidates {
-            if let Some(range) = seg.range_from(offset, max_bytes, seg.size())? {
+        for (seg, next_base) in candidates {
+            let expect = Expect { next_base, allow_gaps };
+            if let Some(range) = seg.range_from(offset, max_bytes, seg.size(), expect)? {
                 return Ok(ReadSlice {
                     segment: Some(seg),
                     range: Some(range),
                     log_start_offset: start,
                     log_end_offset: end,
                 });
+            }
+            // Where offsets run on without gaps, one a sealed segment should
+            // hold but does not is damage (a cut or zeroed file), not the end.
+            if !allow_gaps && next_base != i64::MAX && offset < next_base && offset >= seg.base_offset {
+                return Err(seg.corrupt(
+                    seg.size(),
+                    format!(
+                        "offset {offset} is missing: the segment's batches end before it, but the next \
+                         segment starts at offset {next_base}"
+                    ),
+                ));
             }
         }
         Ok(empty(None))
@@ -90,15 +117,31 @@ impl PartitionLog {
         let start = self.log_start_offset();
         let segs = self.segments();
         let n = segs.len();
+        let allow_gaps = self.config().cleanup_policy.compact;
+        let next_bases: Vec<i64> = segs.iter().skip(1).map(|s| s.base_offset).collect();
         for (i, seg) in segs.into_iter().enumerate() {
+            // Passing a segment says its records are all older: not known of one
+            // whose end is damaged.
+            let passable = |seg: &Segment| match seg.damaged_at() {
+                Some(pos) => Err(seg.corrupt(
+                    pos,
+                    format!(
+                        "the segment is damaged here, and records at or after timestamp {timestamp} may be \
+                         among those lost"
+                    ),
+                )),
+                None => Ok(()),
+            };
             if i + 1 < n && seg.max_timestamp() < timestamp {
+                passable(&seg)?;
                 continue;
             }
-            let mut from = 0;
+            let mut after = None;
             let size = seg.size();
-            while let Some(b) = seg.find_by_timestamp_from(timestamp, from, size)? {
+            let expect = Expect { next_base: next_bases.get(i).copied().unwrap_or(i64::MAX), allow_gaps };
+            while let Some(b) = seg.find_by_timestamp_from(timestamp, after.as_ref(), size, expect)? {
                 let bytes = seg.read_bytes(b.position, b.size as usize)?;
-                let batch = RecordBatch::parse(&bytes)?;
+                let batch = RecordBatch::parse(&bytes).map_err(|e| seg.corrupt(b.position, e.to_string()))?;
                 let base_ts = batch.base_timestamp();
                 let log_append = batch.timestamp_type() == TimestampType::LogAppendTime;
                 let payload = batch.records_payload()?;
@@ -109,7 +152,10 @@ impl PartitionLog {
                         return Ok(Some((off, ts)));
                     }
                 }
-                from = b.position + b.size;
+                after = Some(b);
+            }
+            if i + 1 < n {
+                passable(&seg)?;
             }
         }
         Ok(None)

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::PartitionLog;
 use crate::checkpoint;
 use crate::error::{Error, Result};
-use crate::segment::{files, Segment, SegmentMode};
+use crate::segment::{files, Expect, Segment, SegmentMode};
 
 impl PartitionLog {
     /// Takes in what the writer appended or rolled since the last look. A no-op
@@ -67,7 +67,10 @@ impl PartitionLog {
         }
         if let Some(seg) = all.last() {
             let e = end.unwrap_or_else(|| {
-                seg.last_batch(seg.size()).ok().flatten().map_or(seg.base_offset, |b| b.last_offset + 1)
+                seg.last_batch(seg.size(), Expect::ANY)
+                    .ok()
+                    .flatten()
+                    .map_or(seg.base_offset, |b| b.last_offset + 1)
             });
             self.end_offset.fetch_max(e, Ordering::AcqRel);
         }

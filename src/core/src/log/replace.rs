@@ -28,6 +28,22 @@ impl PartitionLog {
             let _ = fs::remove_file(swap);
             return Err(e);
         }
+        // A truncation (which does not wait for cleaning) may have removed or
+        // reopened these segments meanwhile: then the pass is dropped.
+        let unchanged = {
+            let segs = self.segments.read();
+            let last = segs.keys().next_back().copied();
+            old.iter().all(|s| {
+                Some(s.base_offset) != last && segs.get(&s.base_offset).is_some_and(|cur| Arc::ptr_eq(cur, s))
+            })
+        };
+        if !unchanged {
+            let _ = fs::remove_file(swap);
+            return Err(Error::InvalidArgument(format!(
+                "cleaning of {} dropped: the log was truncated while it ran",
+                self.dir.display()
+            )));
+        }
         let mut deleted = Vec::new();
         for seg in old {
             deleted.extend(files::rename_deleted(&self.dir, seg.base_offset)?);

@@ -65,7 +65,11 @@ impl PartitionLog {
         let mut result = RetentionResult::default();
         let mut segs = self.segments.write();
         for seg in &doomed {
-            if segs.len() <= 1 {
+            // A truncation (which does not wait for maintenance) may have
+            // changed the set: only segments still there, and not the last, go.
+            let last = segs.keys().next_back().copied();
+            let still = segs.get(&seg.base_offset).is_some_and(|cur| Arc::ptr_eq(cur, seg));
+            if segs.len() <= 1 || !still || last == Some(seg.base_offset) {
                 break;
             }
             segs.remove(&seg.base_offset);

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::PartitionLog;
 use crate::error::{Error, Result};
-use crate::segment::{Segment, SegmentMode};
+use crate::segment::{Expect, Segment, SegmentMode};
 
 impl PartitionLog {
     /// Removes every record at `offset` and after (to a batch boundary), as a
@@ -14,8 +14,9 @@ impl PartitionLog {
         if self.read_only {
             return Err(Error::ReadOnly("truncate"));
         }
-        // Cleaning and retention must not rewrite segments this cuts away.
-        let _m = self.maintenance.lock();
+        // No wait for a cleaning or retention pass: both take the writer lock to
+        // change the segment set and give up if the segments they worked on are
+        // gone (Kafka aborts cleaning for a truncation too).
         let _w = self.writer.lock();
         self.check_open()?;
         let start = self.log_start_offset();
@@ -38,6 +39,7 @@ impl PartitionLog {
         let config = self.config();
         let mut segs = self.segments.write();
         let first_base = *segs.keys().next().unwrap_or(&0);
+        let was_active = segs.values().next_back().cloned().ok_or(Error::Closed)?;
         let doomed: Vec<i64> = segs.range(offset..).map(|(b, _)| *b).filter(|&b| b > first_base).collect();
         for b in doomed {
             if let Some(s) = segs.remove(&b) {
@@ -45,14 +47,22 @@ impl PartitionLog {
             }
         }
         let (&base, last) = segs.iter().next_back().ok_or(Error::Closed)?;
-        let size = last.size();
+        let last = last.clone();
         drop(segs);
-        // The new last segment becomes the active one again.
-        let active =
-            Arc::new(Segment::open(&self.dir, base, config.segment_index_bytes, SegmentMode::Active)?);
-        active.set_size(size);
+        // The new last segment becomes the active one again. The active one is cut
+        // in place: a second writable handle would map its indexes a second time,
+        // and its trims could pull pages from under the first mapping's readers.
+        let active = if Arc::ptr_eq(&last, &was_active) {
+            last
+        } else {
+            let active =
+                Arc::new(Segment::open(&self.dir, base, config.segment_index_bytes, SegmentMode::Active)?);
+            active.set_size(last.size());
+            active
+        };
         active.truncate_to(offset)?;
-        let end = active.last_batch(active.size())?.map_or(base, |b| b.last_offset + 1);
+        let expect = Expect { next_base: i64::MAX, allow_gaps: config.cleanup_policy.compact };
+        let end = active.last_batch(active.size(), expect)?.map_or(base, |b| b.last_offset + 1);
         self.segments.write().insert(base, active);
         self.end_offset.store(end, Ordering::Release);
         self.dir_dirty.store(true, Ordering::Release);

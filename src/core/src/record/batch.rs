@@ -208,7 +208,8 @@ impl<'a> RecordBatch<'a> {
         be_i32(self.buf, LAST_OFFSET_DELTA)
     }
     pub fn last_offset(&self) -> i64 {
-        self.base_offset() + i64::from(self.last_offset_delta())
+        // Saturating: baseOffset is outside the CRC, a damaged one may be huge.
+        self.base_offset().saturating_add(i64::from(self.last_offset_delta()))
     }
     pub fn base_timestamp(&self) -> i64 {
         be_i64(self.buf, BASE_TIMESTAMP)

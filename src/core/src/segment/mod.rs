@@ -17,9 +17,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
-use crate::error::{Error, Result};
+use crate::error::{CorruptBatch, Error, Result};
 use crate::index::{OffsetIndex, TimeIndex};
-use crate::record::batch::{RecordBatch, HEADER_LEN};
+use crate::record::batch::{RecordBatch, HEADER_LEN, LOG_OVERHEAD};
 
 pub use files::{file_name, parse_file_name};
 pub use recovery::Recovered;
@@ -33,6 +33,24 @@ struct IndexState {
     offset_of_max_timestamp: i64,
     /// maxTimestamp of the first batch: what `segment.ms` is measured from.
     first_batch_timestamp: Option<i64>,
+}
+
+/// What a read checks of a segment's batches beyond their CRC, which covers
+/// neither baseOffset nor batchLength: offsets inside the segment's range, each
+/// batch starting where the one before it ended (or, where a cleaner removes
+/// whole batches, not before), and every batch whole inside the committed size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expect {
+    /// The next segment's base offset: no batch here reaches it (i64::MAX for
+    /// the last segment).
+    pub next_base: i64,
+    /// A compacted log: offsets may skip ahead between batches.
+    pub allow_gaps: bool,
+}
+
+impl Expect {
+    /// Only what holds in any log: offsets in order and inside the segment.
+    pub const ANY: Expect = Expect { next_base: i64::MAX, allow_gaps: true };
 }
 
 /// How a segment is opened.
@@ -56,8 +74,9 @@ pub struct Segment {
     writable: bool,
     /// The inode of the log file when opened, to notice a replaced file.
     inode: u64,
-    /// For a reader: where a damaged batch sits that a valid one follows (so it
-    /// is no write in progress), or u64::MAX.
+    /// Where damage sits: for a reader, a damaged batch that a valid one follows
+    /// (so it is no write in progress); for the writer, where a sealed segment's
+    /// batches stop short of the next segment. u64::MAX: none known.
     damaged_at: AtomicU64,
 }
 
@@ -126,6 +145,12 @@ impl Segment {
         })
     }
 
+    /// Records damage found where the CRC cannot show it (the segment does not
+    /// end where the next one begins), so that searches do not pass it silently.
+    pub fn mark_damaged(&self, position: u64) {
+        self.damaged_at.fetch_min(position, Ordering::AcqRel);
+    }
+
     /// The position of a damaged batch a reader found, if any.
     pub fn damaged_at(&self) -> Option<u64> {
         Some(self.damaged_at.load(Ordering::Acquire)).filter(|&p| p != u64::MAX)
@@ -152,21 +177,31 @@ impl Segment {
         self.size.store(size, Ordering::Release);
     }
 
-    /// Cheap checks that a loaded index agrees with its log: entries point
-    /// inside the file and at batches that hold the indexed offset.
+    /// Cheap checks that the loaded indexes agree with the log: the last offset
+    /// entry points at the batch holding its offset, the last time entry names a
+    /// batch's last offset and that batch's max timestamp, and no batch after it
+    /// has a newer timestamp (what a sealed segment's final entry promises).
     pub fn index_is_sane(&self) -> Result<bool> {
-        let ix = self.indexes.lock();
-        let Some((offset, position)) = ix.offsets.last_entry() else { return Ok(true) };
-        let size = self.size();
-        if u64::from(position) + HEADER_LEN as u64 > size || offset < self.base_offset {
-            return Ok(false);
+        let (offsets_last, times_last) = {
+            let ix = self.indexes.lock();
+            (ix.offsets.last_entry(), ix.times.last_entry())
+        };
+        let end = self.size();
+        if let Some((offset, position)) = offsets_last {
+            if offset < self.base_offset || u64::from(position) >= end {
+                return Ok(false);
+            }
+            if self.hinted_walk((offset, position), end, Expect::ANY, |_| false).is_err() {
+                return Ok(false);
+            }
         }
-        drop(ix);
-        let mut header = [0u8; HEADER_LEN];
-        self.read_exact_at(&mut header, u64::from(position))?;
-        Ok(match RecordBatch::header_only(&header) {
-            Ok(b) => b.base_offset() <= offset && offset <= b.last_offset(),
-            Err(_) => false,
+        let Ok(last) = self.last_batch(end, Expect::ANY) else { return Ok(false) };
+        Ok(match (times_last, last) {
+            (_, None) => times_last.is_none(),
+            (None, Some(b)) => b.max_timestamp < 0,
+            (Some((ts, off)), Some(b)) => {
+                b.max_timestamp <= ts && matches!(self.time_entry_batch(ts, off, end), Ok(Some(_)))
+            }
         })
     }
 
@@ -244,53 +279,158 @@ impl Segment {
         Ok(buf)
     }
 
+    /// A `CorruptRecordError` naming this segment's file and the position.
+    pub fn corrupt(&self, position: u64, reason: impl Into<String>) -> Error {
+        CorruptBatch::InSegment { path: self.log_path.clone(), position, reason: reason.into() }.into()
+    }
+
     /// Walks batch headers from `start` up to `end`, reading in chunks and calling
-    /// `f` for each whole batch; `f` returns false to stop. Headers only: no CRC.
-    fn walk(&self, start: u64, end: u64, mut f: impl FnMut(BatchInfo) -> bool) -> Result<()> {
+    /// `f` for each whole batch; `f` returns false to stop. Headers only: no CRC,
+    /// but what the CRC does not cover is checked (see `Expect`): `prev_next` is
+    /// the offset the first batch must start at (None: not known, from a hint).
+    fn walk(
+        &self,
+        start: u64,
+        end: u64,
+        mut prev_next: Option<i64>,
+        expect: Expect,
+        mut f: impl FnMut(BatchInfo) -> bool,
+    ) -> Result<()> {
         let mut buf = vec![0u8; WALK_CHUNK];
         let (mut buf_pos, mut buf_len) = (start, 0usize);
         let mut pos = start;
-        while pos + HEADER_LEN as u64 <= end {
+        while pos < end {
             let rel = (pos - buf_pos) as usize;
             if rel + HEADER_LEN > buf_len {
+                if pos + HEADER_LEN as u64 > end {
+                    return Err(self.corrupt(
+                        pos,
+                        format!("{} bytes at the end of the segment are not a whole batch", end - pos),
+                    ));
+                }
                 let n = ((end - pos) as usize).min(WALK_CHUNK);
                 self.read_exact_at(&mut buf[..n], pos)?;
                 buf_pos = pos;
                 buf_len = n;
                 continue;
             }
-            let b = RecordBatch::header_only(&buf[rel..buf_len])?;
+            let b =
+                RecordBatch::header_only(&buf[rel..buf_len]).map_err(|e| self.corrupt(pos, e.to_string()))?;
             let info = BatchInfo::from_batch(pos, &b);
-            if pos + info.size > end {
-                break;
-            }
+            self.check_batch(&info, b.last_offset_delta(), prev_next, end, expect)?;
             if !f(info) {
                 break;
             }
+            prev_next = Some(info.last_offset + 1);
             pos += info.size;
         }
         Ok(())
     }
 
-    /// The first batch whose last offset is >= `offset`, searching below `end`.
-    pub fn find_batch(&self, offset: i64, end: u64) -> Result<Option<BatchInfo>> {
-        let (_, start) = self.indexes.lock().offsets.lookup(offset);
-        let mut start = u64::from(start);
-        if start >= end {
-            start = 0; // a stale hint from a reader's copy of a live index
-        }
-        match self.find_batch_from(offset, start, end) {
-            // A hint is good if it does not land past the target; a reader's copy
-            // of a live index may be stale, and then the scan starts over.
-            Ok(Some(b)) if start > 0 && b.base_offset > offset => self.find_batch_from(offset, 0, end),
-            Err(_) if start > 0 => self.find_batch_from(offset, 0, end),
-            other => other,
+    /// What the CRC cannot vouch for in a batch header found at `info.position`.
+    fn check_batch(
+        &self,
+        info: &BatchInfo,
+        last_offset_delta: i32,
+        prev_next: Option<i64>,
+        end: u64,
+        expect: Expect,
+    ) -> Result<()> {
+        let (base, last) = (info.base_offset, info.last_offset);
+        let problem = if info.position + info.size > end {
+            Some(format!(
+                "batchLength {} runs past the segment's end at position {end}",
+                info.size - LOG_OVERHEAD as u64
+            ))
+        } else if last_offset_delta < 0 {
+            Some(format!("lastOffsetDelta {last_offset_delta} is negative"))
+        } else if base < self.base_offset || last - self.base_offset > i64::from(i32::MAX) {
+            Some(format!("baseOffset {base} lies outside the segment that starts at {}", self.base_offset))
+        } else if last >= expect.next_base {
+            Some(format!(
+                "offsets {base}..={last} reach into the next segment, which starts at {}",
+                expect.next_base
+            ))
+        } else {
+            match prev_next {
+                Some(want) if base < want || (base > want && !expect.allow_gaps) => {
+                    Some(format!("baseOffset {base} where offset {want} was expected"))
+                }
+                _ => None,
+            }
+        };
+        match problem {
+            Some(p) => Err(self.corrupt(info.position, p)),
+            None => Ok(()),
         }
     }
 
-    fn find_batch_from(&self, offset: i64, start: u64, end: u64) -> Result<Option<BatchInfo>> {
+    /// Walks from an index entry's position after checking the entry's claim:
+    /// the batch there holds its offset. An index is a hint, never trusted.
+    fn hinted_walk(
+        &self,
+        (claimed, position): (i64, u32),
+        end: u64,
+        expect: Expect,
+        mut f: impl FnMut(BatchInfo) -> bool,
+    ) -> Result<()> {
+        let mut first = true;
+        let mut bad_claim = None;
+        self.walk(u64::from(position), end, None, expect, |b| {
+            if first {
+                first = false;
+                if !(b.base_offset <= claimed && claimed <= b.last_offset) {
+                    bad_claim = Some(b);
+                    return false;
+                }
+            }
+            f(b)
+        })?;
+        match bad_claim {
+            Some(b) => Err(self.corrupt(
+                b.position,
+                format!(
+                    "the index puts offset {claimed} in the batch of offsets {}..={}",
+                    b.base_offset, b.last_offset
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Walks from the index's hint for `offset` (if it holds up) or else from the start.
+    fn walk_for(
+        &self,
+        offset: i64,
+        end: u64,
+        expect: Expect,
+        mut f: impl FnMut(BatchInfo) -> bool,
+    ) -> Result<()> {
+        let hint = self.indexes.lock().offsets.lookup(offset);
+        if hint.1 > 0 && u64::from(hint.1) < end {
+            // Nothing is reported before the hint is checked, so a bad hint
+            // costs only a second walk from the start.
+            let mut seen = Vec::new();
+            let hinted = self.hinted_walk(hint, end, expect, |b| {
+                seen.push(b);
+                b.last_offset < offset
+            });
+            if hinted.is_ok() {
+                for b in seen {
+                    if !f(b) {
+                        break;
+                    }
+                }
+                return Ok(());
+            }
+        }
+        self.walk(0, end, Some(self.base_offset), expect, f)
+    }
+
+    /// The first batch whose last offset is >= `offset`, searching below `end`.
+    pub fn find_batch(&self, offset: i64, end: u64, expect: Expect) -> Result<Option<BatchInfo>> {
         let mut found = None;
-        self.walk(start, end, |b| {
+        self.walk_for(offset, end, expect, |b| {
             if b.last_offset >= offset {
                 found = Some(b);
                 return false;
@@ -303,72 +443,152 @@ impl Segment {
     /// The file range of whole batches from the one holding `offset`, at most
     /// `max_bytes` long but always at least one batch (so a large batch is not
     /// stuck forever), never past `end`.
-    pub fn range_from(&self, offset: i64, max_bytes: u64, end: u64) -> Result<Option<FileRange>> {
-        let Some(first) = self.find_batch(offset, end)? else { return Ok(None) };
-        if first.size >= max_bytes {
-            // One batch is all that was asked for (a lookup): no second walk.
-            return Ok(Some(FileRange {
-                path: self.log_path.clone(),
-                position: first.position,
-                length: first.size,
-            }));
+    pub fn range_from(
+        &self,
+        offset: i64,
+        max_bytes: u64,
+        end: u64,
+        expect: Expect,
+    ) -> Result<Option<FileRange>> {
+        let Some(first) = self.find_batch(offset, end, expect)? else { return Ok(None) };
+        let mut length = first.size;
+        if first.size < max_bytes {
+            self.walk(first.position + first.size, end, Some(first.last_offset + 1), expect, |b| {
+                if length + b.size > max_bytes {
+                    return false;
+                }
+                length += b.size;
+                true
+            })?;
         }
-        let mut length = 0u64;
-        self.walk(first.position, end, |b| {
-            if length > 0 && length + b.size > max_bytes {
-                return false;
-            }
-            length += b.size;
-            true
-        })?;
         Ok(Some(FileRange { path: self.log_path.clone(), position: first.position, length }))
     }
 
-    /// The first batch with a record timestamp >= `timestamp` (by its maxTimestamp).
-    pub fn find_by_timestamp(&self, timestamp: i64, end: u64) -> Result<Option<BatchInfo>> {
-        self.find_by_timestamp_from(timestamp, 0, end)
+    /// The batch a time index entry (timestamp, offset) names, if the entry holds
+    /// up: that batch ends at `offset` and its max timestamp is `timestamp`.
+    fn time_entry_batch(&self, timestamp: i64, offset: i64, end: u64) -> Result<Option<BatchInfo>> {
+        if offset < self.base_offset {
+            return Ok(None);
+        }
+        Ok(self
+            .find_batch(offset, end, Expect::ANY)?
+            .filter(|b| b.last_offset == offset && b.max_timestamp == timestamp))
     }
 
-    /// As `find_by_timestamp`, but not before byte `from` (to continue a search).
-    pub fn find_by_timestamp_from(&self, timestamp: i64, from: u64, end: u64) -> Result<Option<BatchInfo>> {
-        let hint = {
-            let ix = self.indexes.lock();
-            let offset = ix.times.lookup(timestamp);
-            u64::from(ix.offsets.lookup(offset).1)
+    /// The first batch with a record timestamp >= `timestamp` (by its maxTimestamp).
+    pub fn find_by_timestamp(&self, timestamp: i64, end: u64, expect: Expect) -> Result<Option<BatchInfo>> {
+        self.find_by_timestamp_from(timestamp, None, end, expect)
+    }
+
+    /// As `find_by_timestamp`, but after the batch `after` (to continue a search).
+    /// The time index is a hint: its entry is used only if the batch it names
+    /// agrees with it, else the search starts at the segment's start.
+    pub fn find_by_timestamp_from(
+        &self,
+        timestamp: i64,
+        after: Option<&BatchInfo>,
+        end: u64,
+        expect: Expect,
+    ) -> Result<Option<BatchInfo>> {
+        let (start, prev_next) = match after {
+            Some(a) => (a.position + a.size, Some(a.last_offset + 1)),
+            None => {
+                let entry = self.indexes.lock().times.lookup_entry(timestamp);
+                let hinted = match entry {
+                    Some((ts, off)) => self.time_entry_batch(ts, off, end).ok().flatten(),
+                    None => None,
+                };
+                match hinted {
+                    Some(b) => (b.position, None),
+                    None => (0, Some(self.base_offset)),
+                }
+            }
         };
-        let start = if hint >= end { from } else { hint.max(from) };
         let mut found = None;
-        self.walk(start, end, |b| {
+        let mut damaged = None;
+        self.walk(start, end, prev_next, expect, |b| {
             if b.max_timestamp >= timestamp {
                 found = Some(b);
                 return false;
             }
-            true
+            // Passed over on its maxTimestamp: that must be the batch's own (CRC).
+            match self.read_bytes(b.position, b.size as usize) {
+                Ok(bytes) => match RecordBatch::parse(&bytes) {
+                    Ok(_) => true,
+                    Err(e) => {
+                        damaged = Some(self.corrupt(b.position, e.to_string()));
+                        false
+                    }
+                },
+                Err(e) => {
+                    damaged = Some(e);
+                    false
+                }
+            }
         })?;
-        Ok(found)
+        match damaged {
+            Some(e) => Err(e),
+            None => Ok(found),
+        }
     }
 
-    /// The last whole batch below `end`, starting from the last index entry.
-    pub fn last_batch(&self, end: u64) -> Result<Option<BatchInfo>> {
-        let hint = self.indexes.lock().offsets.last_entry().map_or(0, |e| u64::from(e.1));
-        let start = if hint < end { hint } else { 0 };
+    /// The last whole batch below `end`, starting from the last index entry
+    /// (if it holds up).
+    pub fn last_batch(&self, end: u64, expect: Expect) -> Result<Option<BatchInfo>> {
+        let hint = self.indexes.lock().offsets.last_entry();
+        if let Some(hint) = hint.filter(|h| h.1 > 0 && u64::from(h.1) < end) {
+            let mut last = None;
+            if self
+                .hinted_walk(hint, end, expect, |b| {
+                    last = Some(b);
+                    true
+                })
+                .is_ok()
+            {
+                return Ok(last);
+            }
+        }
         let mut last = None;
-        self.walk(start, end, |b| {
+        self.walk(0, end, Some(self.base_offset), expect, |b| {
             last = Some(b);
             true
         })?;
         Ok(last)
     }
 
-    /// Cuts the segment back to just before the batch holding `offset`.
+    /// Cuts the segment back to just before the batch holding `offset`. What the
+    /// indexes knew of the batches cut (their timestamps too) goes with them.
     pub fn truncate_to(&self, offset: i64) -> Result<u64> {
         let end = self.size();
-        let cut = self.find_batch_from(offset, 0, end)?.map_or(end, |b| b.position);
+        let cut = self.find_batch(offset, end, Expect::ANY)?;
+        let (cut, cut_offset) = cut.map_or((end, offset), |b| (b.position, b.base_offset.min(offset)));
         let mut ix = self.indexes.lock();
-        ix.offsets.truncate_to(offset);
-        ix.times.truncate_to(offset);
-        ix.offsets.truncate_to_position(cut as u32);
+        ix.offsets.truncate_to(cut_offset);
+        ix.times.truncate_to(cut_offset);
+        ix.offsets.truncate_to_position(u32::try_from(cut).unwrap_or(u32::MAX));
         ix.bytes_since_last_entry = 0;
+        ix.first_batch_timestamp = None;
+        let kept = ix.times.last_entry();
+        ix.max_timestamp_so_far = kept.map_or(-1, |e| e.0);
+        ix.offset_of_max_timestamp = kept.map_or(self.base_offset, |e| e.1);
+        drop(ix);
+        // The kept batches after the last time entry may hold newer timestamps.
+        let from = match kept {
+            Some((_, off)) => self.find_batch(off, cut, Expect::ANY)?.map_or(0, |b| b.position),
+            None => 0,
+        };
+        let mut newest = (-1i64, self.base_offset);
+        self.walk(from, cut, None, Expect::ANY, |b| {
+            if b.max_timestamp > newest.0 {
+                newest = (b.max_timestamp, b.last_offset);
+            }
+            true
+        })?;
+        let mut ix = self.indexes.lock();
+        if newest.0 > ix.max_timestamp_so_far {
+            (ix.max_timestamp_so_far, ix.offset_of_max_timestamp) = newest;
+        }
+        drop(ix);
         self.log.set_len(cut).map_err(Error::at(&self.log_path))?;
         self.size.store(cut, Ordering::Release);
         Ok(end - cut)

@@ -3,6 +3,8 @@
 use super::*;
 use crate::record::{BatchBuilder, Compression, NewRecord};
 
+const NO_GAPS: Expect = Expect { next_base: i64::MAX, allow_gaps: false };
+
 fn batch(base: i64, n: usize, ts: i64) -> (Vec<u8>, BatchInfo) {
     let mut b = BatchBuilder::new(Compression::None).base_offset(base);
     let v = vec![7u8; 100];
@@ -38,15 +40,15 @@ fn append_index_and_find() {
     let end = seg.size();
     assert!(seg.indexes.lock().offsets.len() > 10, "sparse index written");
     for target in [0, 5, 9, 10, 555, 999] {
-        let b = seg.find_batch(target, end).unwrap().unwrap();
+        let b = seg.find_batch(target, end, NO_GAPS).unwrap().unwrap();
         assert!(b.base_offset <= target && target <= b.last_offset, "{target}");
     }
-    assert!(seg.find_batch(1000, end).unwrap().is_none());
-    let r = seg.range_from(500, 3000, end).unwrap().unwrap();
+    assert!(seg.find_batch(1000, end, NO_GAPS).unwrap().is_none());
+    let r = seg.range_from(500, 3000, end, NO_GAPS).unwrap().unwrap();
     assert_eq!(r.length % (batch(0, 10, 0).0.len() as u64), 0, "whole batches only");
-    let t = seg.find_by_timestamp(1000 + 50 * 100 + 5, end).unwrap().unwrap();
+    let t = seg.find_by_timestamp(1000 + 50 * 100 + 5, end, NO_GAPS).unwrap().unwrap();
     assert_eq!(t.base_offset, 500);
-    assert_eq!(seg.last_batch(end).unwrap().unwrap().last_offset, 999);
+    assert_eq!(seg.last_batch(end, NO_GAPS).unwrap().unwrap().last_offset, 999);
 }
 
 #[test]
@@ -114,5 +116,5 @@ fn seal_trims_indexes_and_truncate_cuts_batches() {
     let seg = Segment::open(dir.path(), 0, 1 << 20, SegmentMode::Active).unwrap();
     let removed = seg.truncate_to(555).unwrap();
     assert!(removed > 0);
-    assert_eq!(seg.last_batch(seg.size()).unwrap().unwrap().last_offset, 549);
+    assert_eq!(seg.last_batch(seg.size(), NO_GAPS).unwrap().unwrap().last_offset, 549);
 }

@@ -163,6 +163,7 @@ impl Store {
                     report.recovered_segments += r.recovered_segments;
                     report.truncated_bytes += r.truncated_bytes;
                     report.deleted_segments += r.deleted_segments;
+                    report.damaged_segments += r.damaged_segments;
                     log
                 };
                 partitions.push(Arc::new(log));
