@@ -340,3 +340,117 @@ def test_decode_batches_on_mutated_real_batches(
     if fix_crc and len(buf) >= HEADER_LEN:
         buf = bytearray(with_crc(buf))
     decode_or_corrupt(bytes(buf))
+
+
+# --------------------------------------------------------------------------- damage anywhere on disk
+
+DAMAGE_RECORDS = 48
+DAMAGE_COUNTS: dict[str, int] = {}
+
+
+def damaged_store_source(root: Path) -> tuple[Path, list[list[int]]]:
+    """A store of DAMAGE_RECORDS records (timestamps 1000 + 10 i) in batches of
+    1 to 3, codecs mixed, over several segments with indexes; closed cleanly.
+    Returns it and the base offsets of each segment's batches."""
+    with seglog.open(root) as store:
+        store.create_topic(TOPIC, 1, {"segment.bytes": 700, "index.interval.bytes": 60})
+        i = 0
+        while i < DAMAGE_RECORDS:
+            n = min(i % 3 + 1, DAMAGE_RECORDS - i)
+            recs = [(b"key-%d" % j, b"value-%d" % j * (j % 4 + 1), [], 1000 + 10 * j) for j in range(i, i + n)]
+            store.append(TOPIC, 0, recs, compression_type=CODECS[i % len(CODECS)])
+            i += n
+    logs = sorted((root / f"{TOPIC}-0").glob("*.log"))
+    assert len(logs) >= 3
+    return root, [[b[2] for b in batches_of(p.read_bytes())] for p in logs]
+
+
+def damage_expected(i: int) -> Expected:
+    return (i, 1000 + 10 * i, b"key-%d" % i, b"value-%d" % i * (i % 4 + 1), ())
+
+
+def test_damage_anywhere_reads_exact_records_or_raise_corrupt(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Byte flips, truncations and zeroed ranges in any segment file or index,
+    with and without the clean-shutdown marker: every read returns exactly the
+    records written at their offsets or raises CorruptRecordError. Only damage
+    to the active segment's log may shorten the log (recovery cuts there, at a
+    batch boundary); nothing else changes which offsets exist."""
+    import shutil
+
+    source, batch_bases = damaged_store_source(tmp_path_factory.mktemp("pristine"))
+    part = source / f"{TOPIC}-0"
+    targets = sorted(p.name for p in part.iterdir() if p.suffix in (".log", ".index", ".timeindex"))
+    last_log = sorted(p.name for p in part.glob("*.log"))[-1]
+    counts = DAMAGE_COUNTS
+    counts.clear()
+
+    @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(
+        target=st.sampled_from(targets),
+        kind=st.sampled_from(["flip", "truncate", "zero"]),
+        where=st.floats(0, 1, exclude_max=True),
+        length=st.integers(1, 300),
+        xor=st.integers(1, 255),
+        marker=st.booleans(),
+    )
+    def trial(target: str, kind: str, where: float, length: int, xor: int, marker: bool) -> None:
+        root = tmp_path_factory.mktemp("damaged")
+        shutil.copytree(source, root, dirs_exist_ok=True)
+        f = root / f"{TOPIC}-0" / target
+        data = bytearray(f.read_bytes())
+        if not data:
+            return
+        pos = int(where * len(data))
+        if kind == "flip":
+            data[pos] ^= xor
+        elif kind == "truncate":
+            del data[pos:]
+        else:
+            data[pos : pos + length] = bytes(len(data[pos : pos + length]))
+        f.write_bytes(bytes(data))
+        if not marker:
+            (root / ".kafka_cleanshutdown").unlink()
+        try:
+            store = seglog.open(root)
+        except seglog.CorruptRecordError:
+            counts["open refused"] = counts.get("open refused", 0) + 1
+            return
+        with store:
+            start, end = store.offsets(TOPIC, 0)
+            assert start == 0
+            if end != DAMAGE_RECORDS:
+                assert target == last_log, f"{kind} at {pos} of {target} cut the log to {end}"
+                assert end in batch_bases[-1], f"cut at {end}, not at a batch boundary"
+            raised = 0
+            for o in range(end):
+                try:
+                    got = store.read(TOPIC, 0, o, max_bytes=1, max_records=1)
+                except seglog.CorruptRecordError:
+                    raised += 1
+                    continue
+                assert got and as_tuple(got[0]) == damage_expected(o), f"offset {o} read back wrong"
+            o = 0
+            while o < end:
+                try:
+                    got = store.read(TOPIC, 0, o, max_bytes=300)
+                except seglog.CorruptRecordError:
+                    o += 1
+                    continue
+                assert got and got[0].offset == o
+                assert [as_tuple(r) for r in got] == [damage_expected(r.offset) for r in got]
+                assert [r.offset for r in got] == list(range(o, o + len(got)))
+                o += len(got)
+            for o in range(0, end, 7):
+                try:
+                    assert store.offset_for_time(TOPIC, 0, 1000 + 10 * o - 5) == (o, 1000 + 10 * o)
+                except seglog.CorruptRecordError:
+                    raised += 1
+        outcome = "raised" if raised else "exact"
+        if end != DAMAGE_RECORDS:
+            outcome += ", log cut"
+        counts[outcome] = counts.get(outcome, 0) + 1
+        counts["reads raised"] = counts.get("reads raised", 0) + raised
+
+    trial()
+    print(f"\ndamage trials: {counts}")
+    assert counts.get("exact", 0) > 0 and counts.get("raised", 0) > 0, counts
