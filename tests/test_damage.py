@@ -1,11 +1,13 @@
 """Damage on disk that the CRC cannot show (issue 9): what a read returns is
 exactly what was written at those offsets, or CorruptRecordError naming the
 file and position; an open never trusts a garbage swap or overlapping segments,
-never panics on offsets near the i64 limit, and recovery never cuts valid data."""
+never panics on offsets near the i64 limit, recovery never cuts valid data, and
+truncation leaves no stale timestamps behind."""
 
 from __future__ import annotations
 
 import struct
+import time
 from pathlib import Path
 
 import pytest
@@ -187,3 +189,23 @@ def test_offsets_near_the_limit_are_refused_not_a_panic(tmp_path: Path) -> None:
     (tmp_path / "log-start-offset-checkpoint").write_text(f"0\n1\n{TOPIC} 0 {2**63 - 1}\n")
     with pytest.raises(OSError, match=str(2**63 - 1)):
         seglog.open(tmp_path)
+
+
+def test_truncation_forgets_the_timestamps_it_cut(tmp_path: Path) -> None:
+    """After truncate_to, a segment's time retention goes by the records it kept,
+    not by the (newer) ones that were cut away."""
+    now = int(time.time() * 1000)
+    with seglog.open(tmp_path) as store:
+        store.create_topic(TOPIC, 1, {"retention.ms": 60_000, "file.delete.delay.ms": 0})
+        for _ in range(6):
+            store.append(TOPIC, 0, [(None, b"hour old", [], now - 3_600_000)])
+        for _ in range(3):
+            store.append(TOPIC, 0, [(None, b"tomorrow", [], now + 86_400_000)])
+        store.truncate_to(TOPIC, 0, 6)
+        # The next append rolls (segment.ms): the segment is sealed with what it kept.
+        store.alter_topic_config(TOPIC, {"segment.ms": 60_000})
+        assert store.append(TOPIC, 0, [(None, b"now", [], now)]) == (6, 6)
+        assert store.describe(TOPIC).partitions[0].segment_count == 2
+        store.run_maintenance()
+        assert store.offsets(TOPIC, 0) == (6, 7), "the hour-old segment is past retention"
+        assert [r.value for r in store.read(TOPIC, 0, 6)] == [b"now"]
