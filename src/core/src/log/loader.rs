@@ -73,15 +73,17 @@ fn check_offset_limits(dir: &Path, bases: &[i64], log_start: Option<i64>) -> Res
     }
 }
 
-/// Where each segment's batches end (one past the last offset), None if that
-/// cannot be read; and the refusal of segments whose offsets overlap (a file
-/// renamed or copied over another's range gives duplicate offsets). Runs before
-/// recovery, which could otherwise cut and delete around the confusion.
-fn check_overlaps(dir: &Path, bases: &[i64], index_bytes: usize) -> Result<()> {
+/// Refuses segments whose offsets overlap (a file renamed or copied over
+/// another's range gives duplicate offsets). Runs before recovery, which could
+/// otherwise cut and delete around the confusion.
+fn check_overlaps(dir: &Path, bases: &[i64], index_bytes: usize, allow_gaps: bool) -> Result<()> {
+    // Offsets must run on inside a segment for its end to count: a damaged
+    // baseOffset in its last batch is damage (reads report it), not an overlap.
+    let expect = Expect { next_base: i64::MAX, allow_gaps };
     for pair in bases.windows(2) {
         let (base, next) = (pair[0], pair[1]);
         let seg = Segment::open(dir, base, index_bytes, SegmentMode::Sealed)?;
-        let Ok(Some(last)) = seg.last_batch(seg.size(), Expect::ANY) else { continue };
+        let Ok(Some(last)) = seg.last_batch(seg.size(), expect) else { continue };
         if last.last_offset >= next {
             return Err(seg.corrupt(
                 last.position,
@@ -117,7 +119,7 @@ impl PartitionLog {
         let mut report = LoadReport::default();
         let mut bases = files::list_segments(dir)?;
         check_offset_limits(dir, &bases, log_start_checkpoint)?;
-        check_overlaps(dir, &bases, config.segment_index_bytes)?;
+        check_overlaps(dir, &bases, config.segment_index_bytes, config.cleanup_policy.compact)?;
         if bases.is_empty() {
             bases.push(log_start_checkpoint.unwrap_or(0).max(0));
         }

@@ -443,6 +443,23 @@ fn a_garbage_swap_does_not_replace_an_intact_segment() {
 }
 
 #[test]
+fn a_last_batch_moved_past_the_next_segment_is_damage_not_an_overlap() {
+    let dir = tempfile::tempdir().unwrap();
+    let bases = written(dir.path());
+    let p = seg_path(dir.path(), bases[0], ".log");
+    let mut bytes = fs::read(&p).unwrap();
+    let &(pos, _, base) = batches_of(&bytes).last().unwrap();
+    bytes[pos..pos + 8].copy_from_slice(&(base + 64).to_be_bytes());
+    fs::write(&p, &bytes).unwrap();
+    for clean in [true, false] {
+        let (log, report) = open(dir.path(), 200, clean);
+        assert_eq!(report.damaged_segments, 1);
+        assert_eq!(exact_or_corrupt(&log, 200), vec![base, base + 1]);
+        log.close().unwrap();
+    }
+}
+
+#[test]
 fn a_segment_renamed_to_an_overlapping_base_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let bases = written(dir.path());
