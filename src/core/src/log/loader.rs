@@ -84,7 +84,8 @@ fn check_overlaps(dir: &Path, bases: &[i64], index_bytes: usize, allow_gaps: boo
         let (base, next) = (pair[0], pair[1]);
         let seg = Segment::open(dir, base, index_bytes, SegmentMode::Sealed)?;
         let Ok(Some(last)) = seg.last_batch(seg.size(), expect) else { continue };
-        if last.last_offset >= next {
+        // A damaged lastOffsetDelta (inside the CRC) is damage too.
+        if last.last_offset >= next && seg.crc_valid(&last)? {
             return Err(seg.corrupt(
                 last.position,
                 format!(
@@ -156,7 +157,8 @@ impl PartitionLog {
                 }
             } else {
                 let seg = Segment::open(dir, base, index_bytes, mode)?;
-                if !seg.index_is_sane()? {
+                let next_base = bases.iter().copied().find(|&b| b > base).unwrap_or(i64::MAX);
+                if !seg.index_is_sane(Expect { next_base, allow_gaps })? {
                     // A damaged index is rebuilt from the log, as Kafka does. A
                     // sealed segment keeps its bytes (what is damaged there stays
                     // for reads to report); the active one is cut at the damage,

@@ -444,19 +444,42 @@ fn a_garbage_swap_does_not_replace_an_intact_segment() {
 
 #[test]
 fn a_last_batch_moved_past_the_next_segment_is_damage_not_an_overlap() {
+    // baseOffset (outside the CRC) moved up, or lastOffsetDelta (inside it) grown.
+    for (at, value) in [(0usize, 64i64), (23, 1 << 16)] {
+        let dir = tempfile::tempdir().unwrap();
+        let bases = written(dir.path());
+        let p = seg_path(dir.path(), bases[0], ".log");
+        let mut bytes = fs::read(&p).unwrap();
+        let &(pos, _, base) = batches_of(&bytes).last().unwrap();
+        if at == 0 {
+            bytes[pos..pos + 8].copy_from_slice(&(base + value).to_be_bytes());
+        } else {
+            bytes[pos + at..pos + at + 4].copy_from_slice(&(value as i32 + 1).to_be_bytes());
+        }
+        fs::write(&p, &bytes).unwrap();
+        for clean in [true, false] {
+            let (log, report) = open(dir.path(), 200, clean);
+            assert_eq!(report.damaged_segments, 1, "field at {at}");
+            assert_eq!(exact_or_corrupt(&log, 200), vec![base, base + 1], "field at {at}");
+            log.close().unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_damaged_last_batch_of_the_active_segment_is_cut_at_a_clean_open() {
     let dir = tempfile::tempdir().unwrap();
     let bases = written(dir.path());
-    let p = seg_path(dir.path(), bases[0], ".log");
+    let p = seg_path(dir.path(), *bases.last().unwrap(), ".log");
     let mut bytes = fs::read(&p).unwrap();
     let &(pos, _, base) = batches_of(&bytes).last().unwrap();
-    bytes[pos..pos + 8].copy_from_slice(&(base + 64).to_be_bytes());
+    // lastOffsetDelta grown: the header alone would claim offsets far past 200.
+    bytes[pos + 23..pos + 27].copy_from_slice(&(1i32 << 20).to_be_bytes());
     fs::write(&p, &bytes).unwrap();
-    for clean in [true, false] {
-        let (log, report) = open(dir.path(), 200, clean);
-        assert_eq!(report.damaged_segments, 1);
-        assert_eq!(exact_or_corrupt(&log, 200), vec![base, base + 1]);
-        log.close().unwrap();
-    }
+    let (log, report) = open(dir.path(), 200, true);
+    assert!(report.truncated_bytes > 0);
+    assert_eq!(log.log_end_offset(), base);
+    assert!(exact_or_corrupt(&log, base).is_empty());
 }
 
 #[test]

@@ -178,10 +178,11 @@ impl Segment {
     }
 
     /// Cheap checks that the loaded indexes agree with the log: the last offset
-    /// entry points at the batch holding its offset, the last time entry names a
+    /// entry points at the batch holding its offset, the batches from there on
+    /// meet `expect` and the last one its CRC, the last time entry names a
     /// batch's last offset and that batch's max timestamp, and no batch after it
     /// has a newer timestamp (what a sealed segment's final entry promises).
-    pub fn index_is_sane(&self) -> Result<bool> {
+    pub fn index_is_sane(&self, expect: Expect) -> Result<bool> {
         let (offsets_last, times_last) = {
             let ix = self.indexes.lock();
             (ix.offsets.last_entry(), ix.times.last_entry())
@@ -195,7 +196,12 @@ impl Segment {
                 return Ok(false);
             }
         }
-        let Ok(last) = self.last_batch(end, Expect::ANY) else { return Ok(false) };
+        let Ok(last) = self.last_batch(end, expect) else { return Ok(false) };
+        if let Some(b) = last {
+            if !self.crc_valid(&b)? {
+                return Ok(false);
+            }
+        }
         Ok(match (times_last, last) {
             (_, None) => times_last.is_none(),
             (None, Some(b)) => b.max_timestamp < 0,
@@ -277,6 +283,11 @@ impl Segment {
         let mut buf = vec![0u8; len];
         self.read_exact_at(&mut buf, position)?;
         Ok(buf)
+    }
+
+    /// Whether the batch a walk found passes its CRC (what a header walk skips).
+    pub fn crc_valid(&self, b: &BatchInfo) -> Result<bool> {
+        Ok(RecordBatch::parse(&self.read_bytes(b.position, b.size as usize)?).is_ok())
     }
 
     /// A `CorruptRecordError` naming this segment's file and the position.
