@@ -209,3 +209,20 @@ def test_truncation_forgets_the_timestamps_it_cut(tmp_path: Path) -> None:
         store.run_maintenance()
         assert store.offsets(TOPIC, 0) == (6, 7), "the hour-old segment is past retention"
         assert [r.value for r in store.read(TOPIC, 0, 6)] == [b"now"]
+
+
+def test_a_damaged_last_batch_is_cut_even_at_a_clean_open(tmp_path: Path) -> None:
+    """The log end is never taken from a header the CRC rejects: a clean open
+    CRC-checks the active segment's last batch and cuts it if damaged (a header
+    field inside the CRC, lastOffsetDelta, would otherwise set the log end)."""
+    logs = write(tmp_path, n=5)
+    data = bytearray(logs[-1].read_bytes())
+    pos, _, base = batches_of(bytes(data))[-1]
+    struct.pack_into(">i", data, pos + 23, 1 << 20)  # lastOffsetDelta
+    logs[-1].write_bytes(bytes(data))
+    with seglog.open(tmp_path) as store:
+        assert store.clean_shutdown
+        assert store.recovery[1] > 0, "the cut is reported"
+        assert store.offsets(TOPIC, 0) == (0, base)
+        assert exact_or_corrupt(store, base) == {}
+        assert store.append(TOPIC, 0, [(b"k4", b"again", [], 5)]) == (base, base)
