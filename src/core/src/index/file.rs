@@ -1,6 +1,8 @@
 //! The storage both index kinds share: a file of fixed-size, sorted entries,
-//! memory-mapped and preallocated for the writer, read into memory for a
-//! read-only opener in another process.
+//! memory-mapped and preallocated (sparse) for the writer, with disk blocks
+//! allocated a chunk ahead of the entries, so that a full disk is an error
+//! naming the file and never a SIGBUS; read into memory for a read-only opener
+//! in another process.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -26,6 +28,29 @@ pub(super) struct IndexFile {
     entry_size: usize,
     pub(super) len: usize,
     pub(super) max_entries: usize,
+    /// Bytes from the start of the file known to have disk blocks behind them:
+    /// a mapped page without one faults (SIGBUS) when the disk is full.
+    allocated: usize,
+}
+
+/// How far ahead of its entries a writable index gets disk blocks at a time.
+const ALLOCATE_CHUNK: usize = 64 * 1024;
+
+/// Allocates disk blocks for `len` bytes of `file` from `offset` (inside its length).
+fn allocate(file: &File, offset: usize, len: usize) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let too_big = |_| std::io::Error::from_raw_os_error(libc::EFBIG);
+    let (offset, len) =
+        (libc::off_t::try_from(offset).map_err(too_big)?, libc::off_t::try_from(len).map_err(too_big)?);
+    loop {
+        // SAFETY: `file` is an open descriptor for the call's duration; the
+        // call touches no memory of ours.
+        match unsafe { libc::posix_fallocate(file.as_raw_fd(), offset, len) } {
+            0 => return Ok(()),
+            libc::EINTR => continue,
+            err => return Err(std::io::Error::from_raw_os_error(err)),
+        }
+    }
 }
 
 impl IndexFile {
@@ -40,6 +65,7 @@ impl IndexFile {
         let existing = file.metadata().map_err(Error::at(path))?.len() as usize;
         let len = existing / entry_size;
         let max_entries = (max_bytes / entry_size).max(len).max(1);
+        // Sparse: blocks are allocated as entries need them (`reserve_next`).
         file.set_len((max_entries * entry_size) as u64).map_err(Error::at(path))?;
         // SAFETY: the store's lock file guarantees that this process is the only
         // writer of this file, and it is never shrunk while the mapping lives
@@ -52,10 +78,12 @@ impl IndexFile {
             entry_size,
             len,
             max_entries,
+            allocated: 0,
         };
         // A preallocated file from a crash holds trailing zero entries; keep only
         // the real ones (the caller sanity-checks them against the log).
         idx.len = idx.count_nonzero_prefix(len);
+        idx.allocated = idx.len * entry_size; // written, so backed
         Ok(idx)
     }
 
@@ -68,6 +96,7 @@ impl IndexFile {
             entry_size,
             len: 0,
             max_entries: usize::MAX,
+            allocated: 0,
         };
         idx.reload()?;
         Ok(idx)
@@ -81,6 +110,7 @@ impl IndexFile {
             entry_size,
             len: 0,
             max_entries: usize::MAX,
+            allocated: 0,
         }
     }
 
@@ -140,7 +170,27 @@ impl IndexFile {
         self.len >= self.max_entries
     }
 
+    /// Makes sure the next entry can be written: the index takes entries and
+    /// the entry's bytes have disk blocks behind them, so writing it through the
+    /// mapping cannot fault on a full disk. Allocates a chunk ahead at a time.
+    pub(super) fn reserve_next(&mut self) -> Result<()> {
+        let (Entries::Mapped(map), Some(file)) = (&self.entries, &self.file) else {
+            return Err(Error::ReadOnly("writing an index"));
+        };
+        let end = (self.len + 1) * self.entry_size;
+        if end > map.len() {
+            return Err(Error::ReadOnly("writing a full index"));
+        }
+        if end > self.allocated {
+            let upto = (self.allocated + ALLOCATE_CHUNK).max(end).min(map.len());
+            allocate(file, self.allocated, upto - self.allocated).map_err(Error::at(&self.path))?;
+            self.allocated = upto;
+        }
+        Ok(())
+    }
+
     pub(super) fn push(&mut self, entry: &[u8]) -> Result<()> {
+        self.reserve_next()?;
         let Entries::Mapped(map) = &mut self.entries else {
             return Err(Error::ReadOnly("writing an index"));
         };

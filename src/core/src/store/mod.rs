@@ -460,8 +460,13 @@ impl Store {
                 first_err.get_or_insert(e);
             }
         }
+        // A log that had a failed write is not vouched for: the next open checks it.
+        let clean = !self.all_partitions().iter().any(|p| p.had_write_error());
         if first_err.is_none() {
             match self.write_checkpoints().and_then(|_| {
+                if !clean {
+                    return Ok(());
+                }
                 checkpoint::write_atomic(
                     &self.path.join(CLEAN_SHUTDOWN_FILE),
                     br#"{"version":0,"brokerEpoch":-1}"#,

@@ -77,3 +77,35 @@ fn auto_create_and_config_errors() {
     let store2 = Store::open(dir2.path(), &off, false).unwrap();
     assert!(matches!(store2.topic_or_create("nope"), Err(Error::UnknownTopic(_))));
 }
+
+#[test]
+fn a_log_that_had_a_failed_write_is_not_marked_clean() {
+    let small = crate::small_fs::SmallFs::new(1 << 20);
+    let path = small.path().join("store");
+    let store = Store::open(&path, &none(), false).unwrap();
+    let mut cfg = none();
+    cfg.insert("segment.index.bytes".into(), "4096".into());
+    let p = store.create_topic("t", 1, &cfg).unwrap().partition(0).unwrap().clone();
+    p.append_as_leader(one(b"first"), AppendOrigin::Embedded).unwrap();
+    small.fill(4096);
+    let err = p.append_as_leader(one(&vec![9u8; 64 << 10]), AppendOrigin::Embedded).unwrap_err();
+    assert!(
+        matches!(&err, Error::IoAt { source, .. } if source.raw_os_error() == Some(libc::ENOSPC)),
+        "{err}"
+    );
+    small.free();
+    assert_eq!(p.append_as_leader(one(b"second"), AppendOrigin::Embedded).unwrap().base_offset, 1);
+    p.flush().unwrap();
+    store.close().unwrap();
+    assert!(!path.join(CLEAN_SHUTDOWN_FILE).exists(), "a log with a failed write is not vouched for");
+    drop((store, p));
+    let store = Store::open(&path, &none(), false).unwrap();
+    assert!(!store.was_clean_shutdown());
+    let p = store.partition("t", 0).unwrap();
+    assert_eq!(p.log_end_offset(), 2);
+    assert_eq!(p.size_bytes(), (one(b"first").len() + one(b"second").len()) as u64);
+    let bytes = p.read(1, 1 << 20).unwrap().bytes().unwrap();
+    let b = crate::record::RecordBatch::parse(&bytes).unwrap();
+    assert_eq!(b.base_offset(), 1);
+    store.close().unwrap();
+}
