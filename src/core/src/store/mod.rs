@@ -46,6 +46,9 @@ pub struct Store {
     /// Per partition, the first offset the cleaner has not cleaned.
     cleaner_offsets: Mutex<BTreeMap<(String, i32), i64>>,
     maintenance: Mutex<Option<MaintenanceThread>>,
+    /// Serialises checkpoint writes, so that a writer holding older offsets
+    /// never renames its file over a newer one.
+    checkpoints: Mutex<()>,
 }
 
 impl Store {
@@ -78,7 +81,13 @@ impl Store {
             signal: Arc::new(AppendSignal::default()),
             cleaner_offsets: Mutex::new(BTreeMap::new()),
             maintenance: Mutex::new(None),
+            checkpoints: Mutex::new(()),
         };
+        if !read_only {
+            // What an interrupted checkpoint or topic-file write left.
+            checkpoint::remove_temp_files(path)?;
+            checkpoint::remove_temp_files(&path.join(TOPICS_DIR))?;
+        }
         store.load_report = store.load_topics()?;
         if !read_only {
             // From here on a crash is an unclean stop: the marker must go first.
@@ -407,6 +416,9 @@ impl Store {
 
     /// Kafka's per-directory checkpoints: recovery points and log start offsets.
     fn write_checkpoints(&self) -> Result<()> {
+        // Offsets are read under the lock too: a snapshot taken before another
+        // writer's must not be written after it.
+        let _one_writer = self.checkpoints.lock();
         let mut rp = BTreeMap::new();
         let mut starts = BTreeMap::new();
         for p in self.all_partitions() {

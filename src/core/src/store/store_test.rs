@@ -109,3 +109,52 @@ fn a_log_that_had_a_failed_write_is_not_marked_clean() {
     assert_eq!(b.base_offset(), 1);
     store.close().unwrap();
 }
+
+#[test]
+fn checkpoint_writes_from_many_threads_are_serialised() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    let t = store.create_topic("t", 2, &none()).unwrap();
+    t.partition(0).unwrap().append_as_leader(one(b"x"), AppendOrigin::Embedded).unwrap();
+    std::thread::scope(|s| {
+        for i in 0..6 {
+            let store = &store;
+            s.spawn(move || {
+                for _ in 0..60 {
+                    if i % 2 == 0 {
+                        store.flush().unwrap();
+                    } else {
+                        store.run_maintenance(false, None).unwrap();
+                    }
+                }
+            });
+        }
+    });
+    for name in [RECOVERY_POINT, LOG_START_OFFSET, CLEANER_OFFSET] {
+        checkpoint::read_offsets(&dir.path().join(name)).unwrap();
+    }
+    let rp = checkpoint::read_offsets(&dir.path().join(RECOVERY_POINT)).unwrap();
+    assert_eq!(rp[&("t".to_string(), 0)], 1);
+    let tmp = fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".tmp"))
+        .count();
+    assert_eq!(tmp, 0, "no temporaries left");
+}
+
+#[test]
+fn a_topic_name_of_the_longest_legal_length_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = "x".repeat(MAX_TOPIC_NAME);
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    let t = store.create_topic(&name, 2, &none()).unwrap();
+    t.partition(1).unwrap().append_as_leader(one(b"x"), AppendOrigin::Embedded).unwrap();
+    let mut change = BTreeMap::new();
+    change.insert("retention.ms".to_string(), Some("1000".to_string()));
+    store.alter_topic_config(&name, &change).unwrap();
+    store.close().unwrap();
+    drop(store);
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    assert_eq!(store.describe(&name).unwrap().partitions[1].log_end_offset, 1);
+    store.delete_topic(&name).unwrap();
+}

@@ -1,0 +1,73 @@
+"""Store-wide files under concurrency and at the edges of what is legal:
+checkpoint writes from many threads, the longest topic name."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import seglog
+
+CHECKPOINTS = ["recovery-point-offset-checkpoint", "log-start-offset-checkpoint", "cleaner-offset-checkpoint"]
+
+
+def test_concurrent_flush_and_maintenance_write_whole_checkpoints(store_path: Path) -> None:
+    store = seglog.open(store_path)
+    store.create_topic("t", partitions=3)
+    for p in range(3):
+        store.append("t", p, [b"x"] * (p + 1))
+    errors: list[BaseException] = []
+    empty: list[str] = []
+    stop = threading.Event()
+
+    def work(i: int) -> None:
+        try:
+            for _ in range(100):
+                if i % 2:
+                    store.flush()
+                else:
+                    store.run_maintenance()
+        except BaseException as e:  # noqa: BLE001 - collected for the assertion
+            errors.append(e)
+
+    def watch() -> None:
+        while not stop.is_set():
+            for name in CHECKPOINTS:
+                try:
+                    if (store_path / name).read_bytes() == b"":
+                        empty.append(name)
+                except FileNotFoundError:
+                    pass
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stop.set()
+    watcher.join()
+    assert errors == []
+    assert empty == [], "a checkpoint was seen empty on disk"
+    assert not [p.name for p in store_path.iterdir() if p.name.endswith(".tmp")]
+    store.close()
+    store = seglog.open(store_path)
+    assert [store.offsets("t", p) for p in range(3)] == [(0, 1), (0, 2), (0, 3)]
+    store.close()
+
+
+def test_a_topic_name_of_249_characters(store_path: Path) -> None:
+    name = "n" * 249
+    store = seglog.open(store_path)
+    store.create_topic(name, partitions=2)
+    store.append(name, 1, [(b"k", b"v")], durable=True)
+    store.alter_topic_config(name, {"retention.ms": 60_000})
+    store.close()
+    store = seglog.open(store_path)
+    assert name in store.topics()
+    assert [(r.key, r.value) for r in store.read(name, 1, 0)] == [(b"k", b"v")]
+    store.delete_topic(name)
+    assert store.topics() == []
+    store.close()
+
