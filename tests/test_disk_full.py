@@ -162,3 +162,17 @@ def test_a_disk_full_loop_never_kills_the_process(small_fs: Path) -> None:
     assert acked == 3000
     assert errors > 0, "the disk did fill"
 
+
+def test_a_create_that_fails_on_a_full_disk_leaves_nothing(small_fs: Path) -> None:
+    store = seglog.open(small_fs / "store")
+    fillers = fill(small_fs)
+    with pytest.raises(OSError) as e:
+        store.create_topic("t", partitions=50)
+    assert e.value.errno == errno.ENOSPC
+    assert e.value.filename
+    assert store.topics() == []
+    assert not list((small_fs / "store").glob("t-*"))
+    for f in fillers:
+        f.unlink()
+    store.create_topic("t", partitions=2)
+    store.close()

@@ -1,10 +1,13 @@
 """Store-wide files under concurrency and at the edges of what is legal:
-checkpoint writes from many threads, the longest topic name."""
+checkpoint writes from many threads, the longest topic name and group id, the
+partition bound."""
 
 from __future__ import annotations
 
 import threading
 from pathlib import Path
+
+import pytest
 
 import seglog
 
@@ -69,5 +72,30 @@ def test_a_topic_name_of_249_characters(store_path: Path) -> None:
     assert [(r.key, r.value) for r in store.read(name, 1, 0)] == [(b"k", b"v")]
     store.delete_topic(name)
     assert store.topics() == []
+    store.close()
+
+
+def test_a_long_group_id(store_path: Path) -> None:
+    store = seglog.open(store_path)
+    store.append("t", 0, [b"a", b"b"])
+    group = "g" * 300
+    first = seglog.Consumer(store, "t", group_id=group, auto_offset_reset="earliest", enable_auto_commit=False)
+    with pytest.raises(seglog.GroupInUseError):
+        seglog.Consumer(store, "t", group_id=group)
+    assert sum(map(len, first.poll().values())) == 2
+    first.commit()
+    first.close()
+    again = seglog.Consumer(store, "t", group_id=group)
+    assert again.committed(("t", 0)) == 2
+    again.close()
+    store.close()
+
+
+def test_partitions_per_topic_are_bounded(store_path: Path) -> None:
+    store = seglog.open(store_path)
+    with pytest.raises(ValueError, match="10000"):
+        store.create_topic("t", partitions=100_000)
+    assert store.topics() == []
+    assert not list(store_path.glob("t-*"))
     store.close()
 

@@ -188,6 +188,13 @@ impl LogConfig {
     }
 }
 
+/// The most partitions a topic may have (`create_topic`, `num.partitions`).
+/// Every partition directory name (`<topic>-<partition>`) then fits the
+/// 255-byte file name limit even for a topic name of the longest legal length,
+/// and the files a topic keeps open (three per active segment) stay within
+/// reach of a process's limit.
+pub const MAX_PARTITIONS: i32 = 10_000;
+
 /// Store-wide settings: topic defaults (any topic key) plus the store's own keys.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoreConfig {
@@ -228,7 +235,7 @@ impl StoreConfig {
         for (key, value) in map {
             match key.as_str() {
                 "auto.create.topics.enable" => c.auto_create_topics = boolean(key, value)?,
-                "num.partitions" => c.num_partitions = int(key, value, 1, 1_000_000)? as i32,
+                "num.partitions" => c.num_partitions = int(key, value, 1, MAX_PARTITIONS.into())? as i32,
                 "log.retention.check.interval.ms" => {
                     c.retention_check_interval_ms = int(key, value, 1, i64::MAX)?;
                 }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use crate::checkpoint::{self, CLEANER_OFFSET, LOG_START_OFFSET, RECOVERY_POINT};
-use crate::config::StoreConfig;
+use crate::config::{LogConfig, StoreConfig};
 use crate::error::{Error, Result};
 use crate::log::{AppendSignal, LoadReport, PartitionLog};
 
@@ -25,7 +25,9 @@ pub use lock::LOCK_FILE;
 pub use scheduler::MaintenanceReport;
 use scheduler::MaintenanceThread;
 use topic::{new_topic_id, partition_dir, TopicFile};
-pub use topic::{validate_topic_name, PartitionDescription, Topic, TopicDescription, MAX_TOPIC_NAME};
+pub use topic::{
+    validate_topic_name, PartitionDescription, Topic, TopicDescription, MAX_PARTITIONS, MAX_TOPIC_NAME,
+};
 
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
 pub const TOPICS_DIR: &str = ".topics";
@@ -231,9 +233,9 @@ impl Store {
     ) -> Result<Arc<Topic>> {
         self.check_writable("create_topic")?;
         validate_topic_name(name)?;
-        if !(1..=1_000_000).contains(&partitions) {
+        if !(1..=MAX_PARTITIONS).contains(&partitions) {
             return Err(Error::InvalidArgument(format!(
-                "partitions must be between 1 and 1000000, got {partitions}"
+                "partitions must be between 1 and {MAX_PARTITIONS}, got {partitions}"
             )));
         }
         let config = Arc::new(self.config.topic_defaults.with_overrides(overrides)?);
@@ -243,24 +245,24 @@ impl Store {
         }
         let id = new_topic_id();
         let mut logs = Vec::with_capacity(partitions as usize);
-        for p in 0..partitions {
-            let dir = partition_dir(&self.path, name, p);
-            if dir.exists() {
-                // Left by an interrupted delete: the topic is new, so is its log.
-                fs::remove_dir_all(&dir).map_err(Error::at(&dir))?;
-            }
-            let (log, _) = PartitionLog::open(&dir, name, p, config.clone(), 0, None, true)?;
-            log.set_signal(self.signal.clone());
-            checkpoint::write_atomic(
-                &dir.join(PARTITION_METADATA),
-                format!("version: 0\ntopic_id: {id}\n").as_bytes(),
-            )?;
-            logs.push(Arc::new(log));
-        }
-        // The topic exists once its file does; partitions are made first.
+        // The topic exists once its file does; partitions are made first, and a
+        // create that fails part-way (a full disk, no file descriptors left)
+        // removes what it made.
         let tf =
             TopicFile { name: name.to_string(), topic_id: id.clone(), partitions, config: overrides.clone() };
-        self.write_topic_file(&tf)?;
+        let made = (0..partitions)
+            .try_for_each(|p| {
+                logs.push(self.create_partition(name, p, &id, &config)?);
+                Ok(())
+            })
+            .and_then(|()| self.write_topic_file(&tf));
+        if let Err(e) = made {
+            for log in &logs {
+                let _ = log.delete();
+            }
+            let _ = fs::remove_dir_all(partition_dir(&self.path, name, logs.len() as i32));
+            return Err(e);
+        }
         let topic = Arc::new(Topic {
             name: name.to_string(),
             id,
@@ -270,6 +272,32 @@ impl Store {
         });
         self.topics.write().insert(name.to_string(), topic.clone());
         Ok(topic)
+    }
+
+    /// One new partition's directory and log.
+    fn create_partition(
+        &self,
+        name: &str,
+        p: i32,
+        id: &str,
+        config: &Arc<LogConfig>,
+    ) -> Result<Arc<PartitionLog>> {
+        let dir = partition_dir(&self.path, name, p);
+        if dir.exists() {
+            // Left by an interrupted delete: the topic is new, so is its log.
+            fs::remove_dir_all(&dir).map_err(Error::at(&dir))?;
+        }
+        let (log, _) = PartitionLog::open(&dir, name, p, config.clone(), 0, None, true)?;
+        let log = Arc::new(log);
+        log.set_signal(self.signal.clone());
+        if let Err(e) = checkpoint::write_atomic(
+            &dir.join(PARTITION_METADATA),
+            format!("version: 0\ntopic_id: {id}\n").as_bytes(),
+        ) {
+            let _ = log.delete();
+            return Err(e);
+        }
+        Ok(log)
     }
 
     fn write_topic_file(&self, tf: &TopicFile) -> Result<()> {

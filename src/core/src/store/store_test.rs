@@ -158,3 +158,33 @@ fn a_topic_name_of_the_longest_legal_length_works() {
     assert_eq!(store.describe(&name).unwrap().partitions[1].log_end_offset, 1);
     store.delete_topic(&name).unwrap();
 }
+
+#[test]
+fn partitions_are_bounded_and_a_failed_create_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    for bad in [0, -1, MAX_PARTITIONS + 1, 100_000] {
+        assert!(matches!(store.create_topic("t", bad, &none()), Err(Error::InvalidArgument(_))), "{bad}");
+    }
+    let small = crate::small_fs::SmallFs::new(1 << 20);
+    let path = small.path().join("store");
+    let store = Store::open(&path, &none(), false).unwrap();
+    let cfg = none();
+    small.fill(0);
+    let err = store.create_topic("t", 20, &cfg).err().unwrap();
+    assert!(
+        matches!(&err, Error::IoAt { source, .. } if source.raw_os_error() == Some(libc::ENOSPC)),
+        "{err}"
+    );
+    let left: Vec<String> = fs::read_dir(&path)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("t-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    assert!(!path.join(TOPICS_DIR).join("t.json").exists());
+    assert!(store.topics().unwrap().is_empty());
+    small.free();
+    store.create_topic("t", 2, &cfg).unwrap();
+    store.close().unwrap();
+}
