@@ -1,6 +1,6 @@
 """Store-wide files under concurrency and at the edges of what is legal:
 checkpoint writes from many threads, the longest topic name and group id, the
-partition bound."""
+partition bound, segments freed after delete_records."""
 
 from __future__ import annotations
 
@@ -72,6 +72,26 @@ def test_a_topic_name_of_249_characters(store_path: Path) -> None:
     assert [(r.key, r.value) for r in store.read(name, 1, 0)] == [(b"k", b"v")]
     store.delete_topic(name)
     assert store.topics() == []
+    store.close()
+
+
+def test_delete_records_then_retention_frees_the_segments(store_path: Path) -> None:
+    store = seglog.open(store_path)
+    store.create_topic("t", config={"segment.bytes": 1000, "file.delete.delay.ms": 0})
+    for i in range(50):
+        store.append("t", 0, [(b"k", b"%d" % i + b"v" * 200)])
+    before = store.describe("t").partitions[0]
+    assert before.segment_count > 5
+    store.delete_records("t", 0, 40)
+    store.run_maintenance()
+    after = store.describe("t").partitions[0]
+    assert after.log_start_offset == 40
+    assert after.segment_count < before.segment_count
+    logs = sorted((store_path / "t-0").glob("*.log"))
+    assert len(logs) == after.segment_count, "the freed segments' files are gone"
+    # Every remaining segment holds offsets at or past the log start offset.
+    assert int(logs[1].stem) > 40
+    assert [r.offset for r in store.read("t", 0, 40)][0] == 40
     store.close()
 
 
