@@ -1,9 +1,12 @@
 """Store-wide files under concurrency and at the edges of what is legal:
 checkpoint writes from many threads, the longest topic name and group id, the
-partition bound, segments freed after delete_records."""
+partition bound, segments freed after delete_records, the cleaner's memory."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 import threading
 from pathlib import Path
 
@@ -119,3 +122,29 @@ def test_partitions_per_topic_are_bounded(store_path: Path) -> None:
     assert not list(store_path.glob("t-*"))
     store.close()
 
+
+CLEANER_CHILD = textwrap.dedent(
+    """
+    import resource, sys, seglog
+    store = seglog.open(sys.argv[1], config={"log.cleaner.enable": False})
+    store.create_topic("c", config={"cleanup.policy": "compact", "segment.bytes": 48 << 20})
+    value = b"v" * 1000
+    for i in range(100):  # 100 MiB in two full segments and a third
+        store.append("c", 0, [(b"k%d" % (j % 500), value) for j in range(1000)])
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    report = store.clean_topic("c")
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert report["records_removed"] > 0, report
+    print((after - before) * 1024)
+    store.close()
+    """
+)
+
+
+def test_the_cleaner_does_not_hold_whole_segments_in_memory(store_path: Path) -> None:
+    child = subprocess.run(
+        [sys.executable, "-c", CLEANER_CHILD, str(store_path)], capture_output=True, text=True, timeout=600
+    )
+    assert child.returncode == 0, child.stderr
+    grown = int(child.stdout)
+    assert grown < 16 << 20, f"cleaning 48 MiB segments grew the peak RSS by {grown >> 20} MiB"

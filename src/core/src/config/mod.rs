@@ -205,6 +205,9 @@ pub struct StoreConfig {
     pub retention_check_interval_ms: i64,
     /// Memory for the cleaner's key map (Kafka's dedupe buffer).
     pub cleaner_dedupe_buffer_size: usize,
+    /// Memory for the cleaner's read and write buffers, half each (Kafka's
+    /// `log.cleaner.io.buffer.size`); a larger batch grows the read buffer.
+    pub cleaner_io_buffer_size: usize,
     pub cleaner_enable: bool,
 }
 
@@ -216,6 +219,7 @@ impl Default for StoreConfig {
             num_partitions: 1,
             retention_check_interval_ms: 300_000,
             cleaner_dedupe_buffer_size: 128 << 20,
+            cleaner_io_buffer_size: 512 << 10,
             cleaner_enable: true,
         }
     }
@@ -242,13 +246,16 @@ impl StoreConfig {
                 "log.cleaner.dedupe.buffer.size" => {
                     c.cleaner_dedupe_buffer_size = int(key, value, 1024, i64::MAX)? as usize;
                 }
+                "log.cleaner.io.buffer.size" => {
+                    c.cleaner_io_buffer_size = int(key, value, 1024, i32::MAX as i64)? as usize;
+                }
                 "log.cleaner.enable" => c.cleaner_enable = boolean(key, value)?,
                 _ if TOPIC_KEYS.contains(&key.as_str()) => c.topic_defaults.set(key, value)?,
                 _ => {
                     return Err(Error::InvalidConfig(format!(
                         "unknown config key {key:?} (store keys: auto.create.topics.enable, num.partitions, \
                          log.retention.check.interval.ms, log.cleaner.dedupe.buffer.size, \
-                         log.cleaner.enable; topic keys: {})",
+                         log.cleaner.io.buffer.size, log.cleaner.enable; topic keys: {})",
                         TOPIC_KEYS.join(", ")
                     )))
                 }
