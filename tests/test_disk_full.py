@@ -7,7 +7,6 @@ The small disk is a tmpfs mounted for the test (this needs root)."""
 from __future__ import annotations
 
 import errno
-import os
 import subprocess
 import sys
 import textwrap

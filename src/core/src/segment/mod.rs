@@ -242,21 +242,27 @@ impl Segment {
         if self.torn.load(Ordering::Acquire) {
             self.cut_back(position)?;
         }
-        let mut ix = self.indexes.lock();
-        // Everything that can refuse the index entry is checked before the write.
-        let index_it = ix.bytes_since_last_entry > index_interval;
         let pos = u32::try_from(position).map_err(|_| {
             Error::InvalidArgument(format!("segment position {position} overflows the index"))
         })?;
-        if index_it {
-            ix.offsets.prepare_append(info.last_offset)?;
-            ix.times.prepare_append()?;
-        }
+        // Everything that can refuse the index entry is checked before the
+        // write (only the writer changes the indexes meanwhile); readers' index
+        // lookups are not held up by the write.
+        let index_it = {
+            let mut ix = self.indexes.lock();
+            let index_it = ix.bytes_since_last_entry > index_interval;
+            if index_it {
+                ix.offsets.prepare_append(info.last_offset)?;
+                ix.times.prepare_append()?;
+            }
+            index_it
+        };
         if let Err(e) = self.log.write_all_at(batch, position) {
             let e = Error::at(&self.log_path)(e);
             self.cut_back(position)?;
             return Err(e);
         }
+        let mut ix = self.indexes.lock();
         if ix.first_batch_timestamp.is_none() && position == 0 {
             ix.first_batch_timestamp = Some(info.max_timestamp);
         }
