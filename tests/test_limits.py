@@ -4,6 +4,7 @@ partition bound, segments freed after delete_records, the cleaner's memory."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -150,3 +151,29 @@ def test_the_cleaner_does_not_hold_whole_segments_in_memory(store_path: Path) ->
     assert child.returncode == 0, child.stderr
     grown = int(child.stdout)
     assert grown < 16 << 20, f"cleaning 48 MiB segments grew the peak RSS by {grown >> 20} MiB"
+
+
+def open_files() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_a_segment_keeps_one_file_open(store_path: Path) -> None:
+    """As Kafka: indexes are closed once mapped (or read), so each segment
+    holds only its log open, and a topic's partitions cost one file each."""
+    store = seglog.open(store_path)
+    before = open_files()
+    store.create_topic("wide", partitions=500)
+    assert open_files() - before <= 500 + 5
+    store.create_topic("long", config={"segment.bytes": 2000, "index.interval.bytes": 100})
+    before = open_files()
+    for _ in range(200):
+        store.append("long", 0, [(b"k", b"v" * 100)])
+    segments = store.describe("long").partitions[0].segment_count
+    assert segments > 10
+    assert open_files() - before <= segments + 2
+    assert [r.offset for r in store.read("long", 0, 150, max_records=3)] == [150, 151, 152]
+    store.close()
+    store = seglog.open(store_path)
+    assert open_files() - before <= 500 + segments + 10
+    assert store.offsets("long", 0) == (0, 200)
+    store.close()

@@ -191,8 +191,8 @@ impl LogConfig {
 /// The most partitions a topic may have (`create_topic`, `num.partitions`).
 /// Every partition directory name (`<topic>-<partition>`) then fits the
 /// 255-byte file name limit even for a topic name of the longest legal length,
-/// and the files a topic keeps open (three per active segment) stay within
-/// reach of a process's limit.
+/// and the files a topic keeps open (one per segment) stay within reach of a
+/// process's limit.
 pub const MAX_PARTITIONS: i32 = 10_000;
 
 /// Store-wide settings: topic defaults (any topic key) plus the store's own keys.

@@ -21,9 +21,10 @@ enum Entries {
 
 /// The storage shared by both index kinds: fixed-size, sorted entries.
 pub(super) struct IndexFile {
+    /// No descriptor is kept open (Kafka's indexes close their file once
+    /// mapped): a partition holds one open file, its active segment's log,
+    /// plus one per older segment. What needs the file opens it by path.
     path: PathBuf,
-    /// None for an index that exists only in memory (a reader found no file).
-    file: Option<File>,
     entries: Entries,
     entry_size: usize,
     pub(super) len: usize,
@@ -70,10 +71,11 @@ impl IndexFile {
         // SAFETY: the store's lock file guarantees that this process is the only
         // writer of this file, and it is never shrunk while the mapping lives
         // (`trim` drops the mapping first). Readers in other processes use pread.
+        // The mapping stays valid once the descriptor is closed.
         let map = unsafe { MmapMut::map_mut(&file) }.map_err(Error::at(path))?;
+        drop(file);
         let mut idx = IndexFile {
             path: path.to_owned(),
-            file: Some(file),
             entries: Entries::Mapped(map),
             entry_size,
             len,
@@ -89,23 +91,14 @@ impl IndexFile {
 
     pub(super) fn open_read_only(path: &Path, entry_size: usize) -> Result<Self> {
         let file = File::open(path).map_err(Error::at(path))?;
-        let mut idx = IndexFile {
-            path: path.to_owned(),
-            file: Some(file),
-            entries: Entries::Loaded(Vec::new()),
-            entry_size,
-            len: 0,
-            max_entries: usize::MAX,
-            allocated: 0,
-        };
-        idx.reload()?;
+        let mut idx = IndexFile::empty(path, entry_size);
+        idx.read_entries(&file)?;
         Ok(idx)
     }
 
     pub(super) fn empty(path: &Path, entry_size: usize) -> Self {
         IndexFile {
             path: path.to_owned(),
-            file: None,
             entries: Entries::Loaded(Vec::new()),
             entry_size,
             len: 0,
@@ -116,13 +109,17 @@ impl IndexFile {
 
     /// Re-reads the file's entries (a reader following a live writer).
     pub(super) fn reload(&mut self) -> Result<()> {
-        if self.file.is_none() {
-            match File::open(&self.path) {
-                Ok(f) => self.file = Some(f),
-                Err(_) => return Ok(()),
-            }
+        if !matches!(self.entries, Entries::Loaded(_)) {
+            return Ok(());
         }
-        let (Entries::Loaded(buf), Some(file)) = (&mut self.entries, &self.file) else { return Ok(()) };
+        match File::open(&self.path) {
+            Ok(file) => self.read_entries(&file),
+            Err(_) => Ok(()), // not created yet, or deleted: what was read stays
+        }
+    }
+
+    fn read_entries(&mut self, file: &File) -> Result<()> {
+        let Entries::Loaded(buf) = &mut self.entries else { return Ok(()) };
         let size = file.metadata().map_err(Error::at(&self.path))?.len() as usize;
         buf.resize(size - size % self.entry_size, 0);
         let mut done = 0;
@@ -174,7 +171,7 @@ impl IndexFile {
     /// the entry's bytes have disk blocks behind them, so writing it through the
     /// mapping cannot fault on a full disk. Allocates a chunk ahead at a time.
     pub(super) fn reserve_next(&mut self) -> Result<()> {
-        let (Entries::Mapped(map), Some(file)) = (&self.entries, &self.file) else {
+        let Entries::Mapped(map) = &self.entries else {
             return Err(Error::ReadOnly("writing an index"));
         };
         let end = (self.len + 1) * self.entry_size;
@@ -183,7 +180,11 @@ impl IndexFile {
         }
         if end > self.allocated {
             let upto = (self.allocated + ALLOCATE_CHUNK).max(end).min(map.len());
-            allocate(file, self.allocated, upto - self.allocated).map_err(Error::at(&self.path))?;
+            OpenOptions::new()
+                .write(true)
+                .open(&self.path)
+                .and_then(|file| allocate(&file, self.allocated, upto - self.allocated))
+                .map_err(Error::at(&self.path))?;
             self.allocated = upto;
         }
         Ok(())
@@ -239,18 +240,20 @@ impl IndexFile {
         let keep = self.len;
         let saved = self.bytes()[..self.len * self.entry_size].to_vec();
         self.entries = Entries::Loaded(saved);
-        if let Some(f) = &self.file {
-            f.set_len((keep * self.entry_size) as u64).map_err(Error::at(&self.path))?;
-        }
         self.max_entries = self.len;
-        Ok(())
+        OpenOptions::new()
+            .write(true)
+            .open(&self.path)
+            .and_then(|f| {
+                f.set_len((keep * self.entry_size) as u64)?;
+                f.sync_data()
+            })
+            .map_err(Error::at(&self.path))
     }
 
+    /// Makes the entries durable: msync of the mapping (a loaded index was
+    /// made durable when it was trimmed, or is a reader's copy).
     pub(super) fn sync(&self) -> Result<()> {
-        self.flush()?;
-        match &self.file {
-            Some(f) => f.sync_data().map_err(Error::at(&self.path)),
-            None => Ok(()),
-        }
+        self.flush()
     }
 }
