@@ -5,6 +5,7 @@ keeps a group to one member at a time on an embedded store."""
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import logging
 import os
 from typing import IO
@@ -37,14 +38,22 @@ def commit(store: _native.Store, group: str, offsets: dict[tuple[str, int], tupl
     store.commit_offsets(group, offsets)
 
 
+def _lock_file_name(group: str) -> str:
+    """The group id in hex, or (when that would pass the 255-byte file name
+    limit) its SHA-256: any legal group id gets a lock file name that fits."""
+    raw = group.encode()
+    if len(raw) <= 120:
+        return f"{raw.hex()}.lock"
+    return f"sha256-{hashlib.sha256(raw).hexdigest()}.lock"
+
+
 class GroupLock:
     """An exclusive lock on ``<store>/.groups/<group>.lock`` naming the member's PID."""
 
     def __init__(self, store_path: str, group: str) -> None:
-        safe = group.encode().hex()
         directory = os.path.join(store_path, ".groups")
         os.makedirs(directory, exist_ok=True)
-        self.path = os.path.join(directory, f"{safe}.lock")
+        self.path = os.path.join(directory, _lock_file_name(group))
         self._file: IO[str] | None = open(self.path, "a+")
         try:
             fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -20,6 +20,9 @@ pub mod record;
 pub mod segment;
 pub mod store;
 
+#[cfg(test)]
+mod small_fs;
+
 pub use error::{CorruptBatch, Error, Result};
 pub use log::PartitionLog;
 pub use store::Store;

@@ -1,28 +1,85 @@
 //! Kafka's checkpoint files: a version line, a count line, then one entry per
-//! line. Written to `<file>.tmp`, fsynced, renamed over the old file and the
-//! directory fsynced, so a crash leaves either the old file or the new one.
+//! line. Written to a temporary file of its own, fsynced, renamed over the old
+//! file and the directory fsynced, so a crash leaves either the old file or the
+//! new one, and two writers never share (and empty) one temporary file.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File};
+use std::fs::{self, File, OpenOptions};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
 
 pub const RECOVERY_POINT: &str = "recovery-point-offset-checkpoint";
 pub const LOG_START_OFFSET: &str = "log-start-offset-checkpoint";
 pub const CLEANER_OFFSET: &str = "cleaner-offset-checkpoint";
+/// What a temporary file's name ends with (a writer's open removes strays).
+pub const TMP_SUFFIX: &str = ".tmp";
+
+/// The longest prefix of the target's name a temporary name keeps: with the
+/// unique part and the suffix it stays well below the 255-byte name limit
+/// (a 249-character topic's `.json` file is itself 254 bytes).
+const TMP_NAME_PREFIX: usize = 200;
+
+/// A temporary name beside `path` that no other writer uses: the target's
+/// name (cut short), this process's id and a counter.
+fn temp_path(path: &Path) -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut cut = name.len().min(TMP_NAME_PREFIX);
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let unique = format!(
+        "{}.{}.{}{TMP_SUFFIX}",
+        &name[..cut],
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    path.with_file_name(unique)
+}
 
 /// Writes `content` to `path` atomically and durably.
 pub fn write_atomic(path: &Path, content: &[u8]) -> Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = std::path::PathBuf::from(tmp);
-    let mut f = File::create(&tmp).map_err(Error::at(&tmp))?;
-    f.write_all(content).map_err(Error::at(&tmp))?;
-    f.sync_all().map_err(Error::at(&tmp))?;
-    fs::rename(&tmp, path).map_err(Error::at(path))?;
+    let tmp = temp_path(path);
+    let written = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .and_then(|mut f| {
+            f.write_all(content)?;
+            f.sync_all()
+        })
+        .map_err(Error::at(&tmp))
+        .and_then(|()| fs::rename(&tmp, path).map_err(Error::at(path)));
+    if written.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    written?;
     sync_dir(path.parent().unwrap_or(Path::new(".")))
+}
+
+/// Removes the temporary files an interrupted `write_atomic` left in `dir`.
+pub fn remove_temp_files(dir: &Path) -> Result<()> {
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::at(dir)(e)),
+    };
+    for entry in entries {
+        let entry = entry.map_err(Error::at(dir))?;
+        let is_file = entry.file_type().is_ok_and(|t| t.is_file());
+        if is_file && entry.file_name().to_string_lossy().ends_with(TMP_SUFFIX) {
+            let p = entry.path();
+            match fs::remove_file(&p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::at(&p)(e)),
+            }
+        }
+    }
+    Ok(())
 }
 
 pub fn sync_dir(dir: &Path) -> Result<()> {

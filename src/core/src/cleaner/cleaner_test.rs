@@ -3,7 +3,7 @@
 use super::*;
 use crate::config::{CleanupPolicy, LogConfig};
 use crate::log::AppendOrigin;
-use crate::record::Compression;
+use crate::record::{BatchIter, Compression};
 use std::path::Path;
 
 fn open(dir: &Path) -> PartitionLog {
@@ -60,7 +60,7 @@ fn keeps_the_latest_value_per_key_and_offsets() {
         }
     }
     let end = log.log_end_offset();
-    let r = clean(&log, 0, 10_000, 1 << 20, false).unwrap().unwrap();
+    let r = clean(&log, 0, 10_000, 1 << 20, 1 << 20, false).unwrap().unwrap();
     assert!(r.bytes_out < r.bytes_in / 2, "{r:?}");
     assert_eq!(log.log_end_offset(), end, "offsets never change");
     let recs = all(&log);
@@ -95,15 +95,15 @@ fn tombstones_stay_until_their_delete_horizon() {
     for i in 0..40 {
         put(&log, "filler", Some(&format!("{i}")));
     }
-    clean(&log, 0, 10_000, 1 << 20, true).unwrap();
+    clean(&log, 0, 10_000, 1 << 20, 1 << 20, true).unwrap();
     let recs = all(&log);
     assert!(recs.iter().any(|(_, k, v)| k == "gone" && v.is_none()), "tombstone kept at first");
     assert!(!recs.iter().any(|(_, k, v)| k == "gone" && v.is_some()));
     // The horizon is now + delete.retention.ms (1 s): a cleaning before it keeps
     // the tombstone, one after drops it.
-    clean(&log, 0, 10_500, 1 << 20, true).unwrap();
+    clean(&log, 0, 10_500, 1 << 20, 1 << 20, true).unwrap();
     assert!(all(&log).iter().any(|(_, k, _)| k == "gone"));
-    clean(&log, 0, 11_001, 1 << 20, true).unwrap();
+    clean(&log, 0, 11_001, 1 << 20, 1 << 20, true).unwrap();
     let recs = all(&log);
     assert!(!recs.iter().any(|(_, k, _)| k == "gone"), "tombstone dropped past its horizon");
     assert!(recs.iter().any(|(_, k, v)| k == "kept" && v.as_deref() == Some("19")));
@@ -118,10 +118,10 @@ fn a_small_buffer_cleans_in_passes() {
             put(&log, &format!("key-{k:04}"), Some(&format!("{round}")));
         }
     }
-    let first = clean(&log, 0, 0, 100 * ENTRY_BYTES, true).unwrap().unwrap();
+    let first = clean(&log, 0, 0, 100 * ENTRY_BYTES, 1 << 20, true).unwrap().unwrap();
     assert!(first.cleaned_to < log.segment_bases().last().copied().unwrap());
     let mut to = first.cleaned_to;
-    while let Some(r) = clean(&log, to, 0, 100 * ENTRY_BYTES, true).unwrap() {
+    while let Some(r) = clean(&log, to, 0, 100 * ENTRY_BYTES, 1 << 20, true).unwrap() {
         assert!(r.cleaned_to > to);
         to = r.cleaned_to;
     }
@@ -176,4 +176,49 @@ fn an_interrupted_swap_is_completed_on_open() {
         .filter(|n| n.ends_with(".swap") || n.ends_with(".cleaned") || n.ends_with(".deleted"))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn a_segment_is_read_through_a_bounded_buffer() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path());
+    for i in 0..200 {
+        put(&log, &format!("k{}", i % 7), Some(&"v".repeat(i % 50 + 1)));
+    }
+    let seg = log.segments()[0].clone();
+    let whole = seg.read_bytes(0, seg.size() as usize).unwrap();
+    let expected: Vec<Vec<u8>> =
+        BatchIter::new(&whole, true).map(|b| b.unwrap().as_bytes().to_vec()).collect();
+    let largest = expected.iter().map(Vec::len).max().unwrap();
+    assert!(expected.len() > 5);
+    for buffer in [0, 61, 100, 1000, 1 << 20] {
+        let mut reader = reader::BatchReader::new(&seg, buffer);
+        let (mut got, mut lasts) = (Vec::new(), Vec::new());
+        while let Some((b, last)) = reader.next_batch().unwrap() {
+            got.push(b.as_bytes().to_vec());
+            lasts.push(last);
+        }
+        assert_eq!(got, expected, "buffer {buffer}");
+        assert_eq!(lasts.iter().filter(|&&l| l).count(), 1);
+        assert_eq!(lasts.last(), Some(&true));
+        assert!(reader.buffer_len() <= buffer.max(largest), "buffer {buffer}: held {}", reader.buffer_len());
+    }
+}
+
+#[test]
+fn cleaning_through_a_tiny_io_buffer_keeps_the_same_records() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (big, tiny) = (open(a.path()), open(b.path()));
+    for round in 0..20 {
+        for k in 0..6 {
+            let v = format!("{round}-{}", "x".repeat(k * 40));
+            put(&big, &format!("k{k}"), Some(&v));
+            put(&tiny, &format!("k{k}"), Some(&v));
+        }
+    }
+    let r1 = clean(&big, 0, 10_000, 1 << 20, 1 << 20, true).unwrap().unwrap();
+    let r2 = clean(&tiny, 0, 10_000, 1 << 20, 100, true).unwrap().unwrap();
+    assert_eq!(r1, r2);
+    assert!(r1.records_out < r1.records_in);
+    assert_eq!(all(&big), all(&tiny));
 }

@@ -9,22 +9,30 @@
 //! until their batch's delete horizon (set, as Kafka does, to now +
 //! `delete.retention.ms` when a cleaning first keeps them) has passed.
 //!
+//! Segments are read batch by batch through a buffer of half of
+//! `log.cleaner.io.buffer.size` and written through the other half (Kafka's
+//! split), so memory does not grow with `segment.bytes`.
+//!
 //! The cleaner is a client of the log: it reads segments and hands each cleaned
 //! group, written as `<base>.log.cleaned`, fsynced and renamed `.swap`, to
 //! `PartitionLog::replace_segments`. A crash at any point leaves files that the
 //! log's loader completes or drops on the next open.
 
+mod reader;
+
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fs::{self, File};
-use std::io::Write;
+use std::io::{BufWriter, Write};
 use std::sync::Arc;
 
 use crate::checkpoint::sync_dir;
 use crate::error::{Error, Result};
 use crate::log::PartitionLog;
-use crate::record::{BatchBuilder, BatchIter, NewRecord, RecordBatch};
+use crate::record::{BatchBuilder, NewRecord, RecordBatch};
 use crate::segment::files::{self, file_name, with_suffix};
 use crate::segment::Segment;
+use reader::BatchReader;
 
 /// Bytes one entry of the key map takes, for the buffer bound (Kafka: 16-byte
 /// hash + 8-byte offset).
@@ -63,15 +71,18 @@ pub fn dirty_ratio(log: &PartitionLog, first_dirty: i64) -> f64 {
     dirty as f64 / total as f64
 }
 
-/// One cleaning pass. `first_dirty` is the cleaner checkpoint; with `force`
-/// the dirty ratio is not checked. Returns None when there was nothing to do.
+/// One cleaning pass. `first_dirty` is the cleaner checkpoint; `buffer_bytes`
+/// bounds the key map and `io_buffer_bytes` the read and write buffers; with
+/// `force` the dirty ratio is not checked. Returns None when there was nothing to do.
 pub fn clean(
     log: &PartitionLog,
     first_dirty: i64,
     now_ms: i64,
     buffer_bytes: usize,
+    io_buffer_bytes: usize,
     force: bool,
 ) -> Result<Option<CleanResult>> {
+    let io_half = io_buffer_bytes / 2;
     let config = log.config();
     if !config.cleanup_policy.compact || log.is_read_only() {
         return Ok(None);
@@ -102,10 +113,9 @@ pub fn clean(
         if seg_end <= first_dirty || nothing_dirty {
             continue;
         }
-        let data = seg.read_bytes(0, seg.size() as usize)?;
         let before = map.len();
-        for batch in BatchIter::new(&data, true) {
-            let b = batch?;
+        let mut batches = BatchReader::new(seg, io_half);
+        while let Some((b, _)) = batches.next_batch()? {
             if b.is_control() || b.last_offset() < first_dirty {
                 continue;
             }
@@ -143,7 +153,7 @@ pub fn clean(
     let mut result = CleanResult { cleaned_to: map_end, min_horizon: i64::MAX, ..CleanResult::default() };
     let horizon = now_ms.saturating_add(config.delete_retention_ms);
     for group in group_by_size(&cleanable, config.segment_bytes) {
-        clean_group(log, &group, &map, now_ms, horizon, &mut result)?;
+        clean_group(log, &group, &map, now_ms, horizon, io_half, &mut result)?;
     }
     log.set_tombstone_horizon(result.min_horizon);
     Ok(Some(result))
@@ -155,30 +165,30 @@ fn clean_group(
     map: &HashMap<u128, i64>,
     now_ms: i64,
     horizon: i64,
+    io_bytes: usize,
     result: &mut CleanResult,
 ) -> Result<()> {
     let base = group[0].base_offset;
     let log_path = log.dir().join(file_name(base, files::LOG));
     let cleaned_path = with_suffix(&log_path, files::CLEANED);
-    let mut out = File::create(&cleaned_path).map_err(Error::at(&cleaned_path))?;
+    let file = File::create(&cleaned_path).map_err(Error::at(&cleaned_path))?;
+    let mut out = BufWriter::with_capacity(io_bytes.max(1), file);
     let mut written = 0u64;
     for (i, seg) in group.iter().enumerate() {
-        let data = seg.read_bytes(0, seg.size() as usize)?;
-        result.bytes_in += data.len() as u64;
+        result.bytes_in += seg.size();
         result.segments_in += 1;
-        let batches: Vec<RecordBatch<'_>> = BatchIter::new(&data, true).collect::<Result<_, _>>()?;
-        let last_index = batches.len().saturating_sub(1);
-        for (j, b) in batches.iter().enumerate() {
+        let mut batches = BatchReader::new(seg, io_bytes);
+        while let Some((b, last)) = batches.next_batch()? {
             // The group's last batch is kept (if only as an empty batch) so
             // that the cleaned segment still ends where the group did.
-            let keep_shell = i + 1 == group.len() && j == last_index;
-            let bytes = filter_batch(b, map, now_ms, horizon, keep_shell, result)?;
-            if let Some(bytes) = bytes {
+            let keep_shell = i + 1 == group.len() && last;
+            if let Some(bytes) = filter_batch(&b, map, now_ms, horizon, keep_shell, result)? {
                 out.write_all(&bytes).map_err(Error::at(&cleaned_path))?;
                 written += bytes.len() as u64;
             }
         }
     }
+    let out = out.into_inner().map_err(|e| Error::at(&cleaned_path)(e.into_error()))?;
     out.sync_all().map_err(Error::at(&cleaned_path))?;
     drop(out);
     result.bytes_out += written;
@@ -211,16 +221,16 @@ fn group_by_size(segs: &[Arc<Segment>], max_bytes: u64) -> Vec<Vec<Arc<Segment>>
 
 /// The batch with only the records to keep: None if nothing is kept (and no
 /// shell is needed), the original bytes if everything is.
-fn filter_batch(
-    b: &RecordBatch<'_>,
+fn filter_batch<'b>(
+    b: &RecordBatch<'b>,
     map: &HashMap<u128, i64>,
     now_ms: i64,
     horizon: i64,
     keep_shell: bool,
     result: &mut CleanResult,
-) -> Result<Option<Vec<u8>>> {
+) -> Result<Option<Cow<'b, [u8]>>> {
     if b.is_control() {
-        return Ok(Some(b.as_bytes().to_vec()));
+        return Ok(Some(Cow::Borrowed(b.as_bytes())));
     }
     let payload = b.records_payload()?;
     let records = b.records(&payload)?;
@@ -248,7 +258,7 @@ fn filter_batch(
         result.min_horizon = result.min_horizon.min(new_horizon.unwrap_or(horizon));
     }
     if keep.len() == records.len() && new_horizon == existing_horizon {
-        return Ok(Some(b.as_bytes().to_vec()));
+        return Ok(Some(Cow::Borrowed(b.as_bytes())));
     }
     if keep.is_empty() && !keep_shell {
         return Ok(None);
@@ -262,7 +272,7 @@ fn filter_batch(
             &NewRecord { timestamp: ts, key: r.key, value: r.value, headers: &r.headers },
         );
     }
-    Ok(Some(builder.build()))
+    Ok(Some(Cow::Owned(builder.build())))
 }
 
 #[cfg(test)]

@@ -188,6 +188,13 @@ impl LogConfig {
     }
 }
 
+/// The most partitions a topic may have (`create_topic`, `num.partitions`).
+/// Every partition directory name (`<topic>-<partition>`) then fits the
+/// 255-byte file name limit even for a topic name of the longest legal length,
+/// and the files a topic keeps open (one per segment) stay within reach of a
+/// process's limit.
+pub const MAX_PARTITIONS: i32 = 10_000;
+
 /// Store-wide settings: topic defaults (any topic key) plus the store's own keys.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoreConfig {
@@ -198,6 +205,9 @@ pub struct StoreConfig {
     pub retention_check_interval_ms: i64,
     /// Memory for the cleaner's key map (Kafka's dedupe buffer).
     pub cleaner_dedupe_buffer_size: usize,
+    /// Memory for the cleaner's read and write buffers, half each (Kafka's
+    /// `log.cleaner.io.buffer.size`); a larger batch grows the read buffer.
+    pub cleaner_io_buffer_size: usize,
     pub cleaner_enable: bool,
 }
 
@@ -209,6 +219,7 @@ impl Default for StoreConfig {
             num_partitions: 1,
             retention_check_interval_ms: 300_000,
             cleaner_dedupe_buffer_size: 128 << 20,
+            cleaner_io_buffer_size: 512 << 10,
             cleaner_enable: true,
         }
     }
@@ -228,12 +239,15 @@ impl StoreConfig {
         for (key, value) in map {
             match key.as_str() {
                 "auto.create.topics.enable" => c.auto_create_topics = boolean(key, value)?,
-                "num.partitions" => c.num_partitions = int(key, value, 1, 1_000_000)? as i32,
+                "num.partitions" => c.num_partitions = int(key, value, 1, MAX_PARTITIONS.into())? as i32,
                 "log.retention.check.interval.ms" => {
                     c.retention_check_interval_ms = int(key, value, 1, i64::MAX)?;
                 }
                 "log.cleaner.dedupe.buffer.size" => {
                     c.cleaner_dedupe_buffer_size = int(key, value, 1024, i64::MAX)? as usize;
+                }
+                "log.cleaner.io.buffer.size" => {
+                    c.cleaner_io_buffer_size = int(key, value, 1024, i32::MAX as i64)? as usize;
                 }
                 "log.cleaner.enable" => c.cleaner_enable = boolean(key, value)?,
                 _ if TOPIC_KEYS.contains(&key.as_str()) => c.topic_defaults.set(key, value)?,
@@ -241,7 +255,7 @@ impl StoreConfig {
                     return Err(Error::InvalidConfig(format!(
                         "unknown config key {key:?} (store keys: auto.create.topics.enable, num.partitions, \
                          log.retention.check.interval.ms, log.cleaner.dedupe.buffer.size, \
-                         log.cleaner.enable; topic keys: {})",
+                         log.cleaner.io.buffer.size, log.cleaner.enable; topic keys: {})",
                         TOPIC_KEYS.join(", ")
                     )))
                 }

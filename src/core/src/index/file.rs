@@ -1,6 +1,8 @@
 //! The storage both index kinds share: a file of fixed-size, sorted entries,
-//! memory-mapped and preallocated for the writer, read into memory for a
-//! read-only opener in another process.
+//! memory-mapped and preallocated (sparse) for the writer, with disk blocks
+//! allocated a chunk ahead of the entries, so that a full disk is an error
+//! naming the file and never a SIGBUS; read into memory for a read-only opener
+//! in another process.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -19,13 +21,37 @@ enum Entries {
 
 /// The storage shared by both index kinds: fixed-size, sorted entries.
 pub(super) struct IndexFile {
+    /// No descriptor is kept open (Kafka's indexes close their file once
+    /// mapped): a partition holds one open file, its active segment's log,
+    /// plus one per older segment. What needs the file opens it by path.
     path: PathBuf,
-    /// None for an index that exists only in memory (a reader found no file).
-    file: Option<File>,
     entries: Entries,
     entry_size: usize,
     pub(super) len: usize,
     pub(super) max_entries: usize,
+    /// Bytes from the start of the file known to have disk blocks behind them:
+    /// a mapped page without one faults (SIGBUS) when the disk is full.
+    allocated: usize,
+}
+
+/// How far ahead of its entries a writable index gets disk blocks at a time.
+const ALLOCATE_CHUNK: usize = 64 * 1024;
+
+/// Allocates disk blocks for `len` bytes of `file` from `offset` (inside its length).
+fn allocate(file: &File, offset: usize, len: usize) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let too_big = |_| std::io::Error::from_raw_os_error(libc::EFBIG);
+    let (offset, len) =
+        (libc::off_t::try_from(offset).map_err(too_big)?, libc::off_t::try_from(len).map_err(too_big)?);
+    loop {
+        // SAFETY: `file` is an open descriptor for the call's duration; the
+        // call touches no memory of ours.
+        match unsafe { libc::posix_fallocate(file.as_raw_fd(), offset, len) } {
+            0 => return Ok(()),
+            libc::EINTR => continue,
+            err => return Err(std::io::Error::from_raw_os_error(err)),
+        }
+    }
 }
 
 impl IndexFile {
@@ -40,59 +66,60 @@ impl IndexFile {
         let existing = file.metadata().map_err(Error::at(path))?.len() as usize;
         let len = existing / entry_size;
         let max_entries = (max_bytes / entry_size).max(len).max(1);
+        // Sparse: blocks are allocated as entries need them (`reserve_next`).
         file.set_len((max_entries * entry_size) as u64).map_err(Error::at(path))?;
         // SAFETY: the store's lock file guarantees that this process is the only
         // writer of this file, and it is never shrunk while the mapping lives
         // (`trim` drops the mapping first). Readers in other processes use pread.
+        // The mapping stays valid once the descriptor is closed.
         let map = unsafe { MmapMut::map_mut(&file) }.map_err(Error::at(path))?;
+        drop(file);
         let mut idx = IndexFile {
             path: path.to_owned(),
-            file: Some(file),
             entries: Entries::Mapped(map),
             entry_size,
             len,
             max_entries,
+            allocated: 0,
         };
         // A preallocated file from a crash holds trailing zero entries; keep only
         // the real ones (the caller sanity-checks them against the log).
         idx.len = idx.count_nonzero_prefix(len);
+        idx.allocated = idx.len * entry_size; // written, so backed
         Ok(idx)
     }
 
     pub(super) fn open_read_only(path: &Path, entry_size: usize) -> Result<Self> {
         let file = File::open(path).map_err(Error::at(path))?;
-        let mut idx = IndexFile {
-            path: path.to_owned(),
-            file: Some(file),
-            entries: Entries::Loaded(Vec::new()),
-            entry_size,
-            len: 0,
-            max_entries: usize::MAX,
-        };
-        idx.reload()?;
+        let mut idx = IndexFile::empty(path, entry_size);
+        idx.read_entries(&file)?;
         Ok(idx)
     }
 
     pub(super) fn empty(path: &Path, entry_size: usize) -> Self {
         IndexFile {
             path: path.to_owned(),
-            file: None,
             entries: Entries::Loaded(Vec::new()),
             entry_size,
             len: 0,
             max_entries: usize::MAX,
+            allocated: 0,
         }
     }
 
     /// Re-reads the file's entries (a reader following a live writer).
     pub(super) fn reload(&mut self) -> Result<()> {
-        if self.file.is_none() {
-            match File::open(&self.path) {
-                Ok(f) => self.file = Some(f),
-                Err(_) => return Ok(()),
-            }
+        if !matches!(self.entries, Entries::Loaded(_)) {
+            return Ok(());
         }
-        let (Entries::Loaded(buf), Some(file)) = (&mut self.entries, &self.file) else { return Ok(()) };
+        match File::open(&self.path) {
+            Ok(file) => self.read_entries(&file),
+            Err(_) => Ok(()), // not created yet, or deleted: what was read stays
+        }
+    }
+
+    fn read_entries(&mut self, file: &File) -> Result<()> {
+        let Entries::Loaded(buf) = &mut self.entries else { return Ok(()) };
         let size = file.metadata().map_err(Error::at(&self.path))?.len() as usize;
         buf.resize(size - size % self.entry_size, 0);
         let mut done = 0;
@@ -140,7 +167,31 @@ impl IndexFile {
         self.len >= self.max_entries
     }
 
+    /// Makes sure the next entry can be written: the index takes entries and
+    /// the entry's bytes have disk blocks behind them, so writing it through the
+    /// mapping cannot fault on a full disk. Allocates a chunk ahead at a time.
+    pub(super) fn reserve_next(&mut self) -> Result<()> {
+        let Entries::Mapped(map) = &self.entries else {
+            return Err(Error::ReadOnly("writing an index"));
+        };
+        let end = (self.len + 1) * self.entry_size;
+        if end > map.len() {
+            return Err(Error::ReadOnly("writing a full index"));
+        }
+        if end > self.allocated {
+            let upto = (self.allocated + ALLOCATE_CHUNK).max(end).min(map.len());
+            OpenOptions::new()
+                .write(true)
+                .open(&self.path)
+                .and_then(|file| allocate(&file, self.allocated, upto - self.allocated))
+                .map_err(Error::at(&self.path))?;
+            self.allocated = upto;
+        }
+        Ok(())
+    }
+
     pub(super) fn push(&mut self, entry: &[u8]) -> Result<()> {
+        self.reserve_next()?;
         let Entries::Mapped(map) = &mut self.entries else {
             return Err(Error::ReadOnly("writing an index"));
         };
@@ -189,18 +240,20 @@ impl IndexFile {
         let keep = self.len;
         let saved = self.bytes()[..self.len * self.entry_size].to_vec();
         self.entries = Entries::Loaded(saved);
-        if let Some(f) = &self.file {
-            f.set_len((keep * self.entry_size) as u64).map_err(Error::at(&self.path))?;
-        }
         self.max_entries = self.len;
-        Ok(())
+        OpenOptions::new()
+            .write(true)
+            .open(&self.path)
+            .and_then(|f| {
+                f.set_len((keep * self.entry_size) as u64)?;
+                f.sync_data()
+            })
+            .map_err(Error::at(&self.path))
     }
 
+    /// Makes the entries durable: msync of the mapping (a loaded index was
+    /// made durable when it was trimmed, or is a reader's copy).
     pub(super) fn sync(&self) -> Result<()> {
-        self.flush()?;
-        match &self.file {
-            Some(f) => f.sync_data().map_err(Error::at(&self.path)),
-            None => Ok(()),
-        }
+        self.flush()
     }
 }

@@ -77,3 +77,37 @@ fn time_index_is_monotonic_and_searchable() {
     t.truncate_to(9);
     assert_eq!(t.len(), 1);
 }
+
+#[test]
+fn an_entry_on_a_full_disk_is_an_error_naming_the_file_not_a_sigbus() {
+    let small = crate::small_fs::SmallFs::new(1 << 20);
+    let p = small.path().join("00000000000000000000.index");
+    let mut idx = OffsetIndex::open(&p, 0, 1 << 20, true).unwrap();
+    small.fill(0);
+    // Entries land in pages the disk cannot back: writing one through the
+    // mapping would kill the process with SIGBUS.
+    let err = (1..=20_000).try_for_each(|i| idx.append(i, i as u32 * 100)).unwrap_err();
+    assert!(
+        matches!(&err, crate::Error::IoAt { path, source }
+            if path == &p && source.raw_os_error() == Some(libc::ENOSPC)),
+        "{err}"
+    );
+    small.free();
+    let n = idx.len() as i64;
+    idx.append(n + 1, 7).unwrap();
+    assert_eq!(idx.last_entry(), Some((n + 1, 7)));
+}
+
+#[test]
+fn a_preallocated_index_takes_disk_only_as_entries_need_it() {
+    let small = crate::small_fs::SmallFs::new(256 << 10);
+    let p = small.path().join("00000000000000000000.timeindex");
+    let mut idx = TimeIndex::open(&p, 0, 10 << 20, true).unwrap();
+    let f = std::fs::File::open(&p).unwrap();
+    assert_eq!(f.metadata().unwrap().len(), (10 << 20) / 12 * 12, "sparse, whole entries");
+    for i in 1..=1000 {
+        idx.maybe_append(i, i, false).unwrap();
+    }
+    assert!(crate::small_fs::allocated_bytes(&f) >= 1000 * 12, "the entries' pages are backed");
+    assert!(crate::small_fs::allocated_bytes(&f) <= 256 << 10);
+}

@@ -27,6 +27,15 @@ impl Index<OffsetEntry> {
         self.file.is_full()
     }
 
+    /// Makes sure `append(offset, _)` will succeed: the offset fits and the
+    /// next entry has room and disk blocks (a writer calls this before it
+    /// writes the batch the entry is for).
+    pub fn prepare_append(&mut self, offset: i64) -> Result<()> {
+        i32::try_from(offset - self.base_offset)
+            .map_err(|_| Error::InvalidArgument(format!("offset {offset} overflows the index")))?;
+        self.file.reserve_next()
+    }
+
     pub fn append(&mut self, offset: i64, position: u32) -> Result<()> {
         let rel = i32::try_from(offset - self.base_offset)
             .map_err(|_| Error::InvalidArgument(format!("offset {offset} overflows the index")))?;

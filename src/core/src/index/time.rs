@@ -31,6 +31,15 @@ impl Index<TimeEntry> {
 
     /// Adds (timestamp, offset) if the timestamp is newer than the last entry's;
     /// entries keep both columns non-decreasing. `is_final` may use the reserved slot.
+    /// Makes sure a `maybe_append` that adds an entry will succeed (see
+    /// `OffsetIndex::prepare_append`).
+    pub fn prepare_append(&mut self) -> Result<()> {
+        if self.file.is_full() {
+            return Ok(()); // maybe_append then adds nothing
+        }
+        self.file.reserve_next()
+    }
+
     pub fn maybe_append(&mut self, timestamp: i64, offset: i64, is_final: bool) -> Result<()> {
         if let Some((last_ts, last_off)) = self.last_entry() {
             if timestamp <= last_ts || offset < last_off {

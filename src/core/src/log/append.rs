@@ -147,8 +147,9 @@ impl PartitionLog {
                 max_timestamp: batch.max_timestamp(),
                 records: count,
             };
-            let seg = self.maybe_roll(&config, &info)?;
-            seg.append(bytes, &info, config.index_interval_bytes)?;
+            let seg = self.maybe_roll(&config, &info).inspect_err(|e| self.note_write_error(e))?;
+            seg.append(bytes, &info, config.index_interval_bytes)
+                .inspect_err(|e| self.note_write_error(e))?;
             next = info.last_offset + 1;
             records += i64::from(count);
             self.end_offset.store(next, Ordering::Release);

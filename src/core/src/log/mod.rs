@@ -87,6 +87,9 @@ pub struct PartitionLog {
     /// Set when an fsync failed: the kernel may have dropped the dirty pages, so
     /// a later fsync that succeeds proves nothing. The log refuses writes.
     sync_failed: AtomicBool,
+    /// Set when a write failed (even one cut back cleanly): the store must not
+    /// call such a log cleanly shut down, so the next open checks its tail.
+    write_failed: AtomicBool,
 }
 
 impl PartitionLog {
@@ -121,6 +124,7 @@ impl PartitionLog {
             maintenance: Mutex::new(()),
             tombstone_horizon: AtomicI64::new(i64::MAX),
             sync_failed: AtomicBool::new(false),
+            write_failed: AtomicBool::new(false),
         }
     }
 
@@ -197,6 +201,18 @@ impl PartitionLog {
             });
         }
         Ok(())
+    }
+
+    /// Whether a write to this log failed since it was opened.
+    pub fn had_write_error(&self) -> bool {
+        self.write_failed.load(Ordering::Acquire)
+    }
+
+    /// Notes an I/O failure of a write (see `had_write_error`).
+    fn note_write_error(&self, e: &Error) {
+        if matches!(e, Error::IoAt { .. } | Error::Io(_)) {
+            self.write_failed.store(true, Ordering::Release);
+        }
     }
 
     fn active(&self) -> Result<Arc<Segment>> {

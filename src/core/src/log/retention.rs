@@ -20,25 +20,28 @@ pub struct RetentionResult {
 }
 
 impl PartitionLog {
-    /// Segments to delete under `retention.ms` and `retention.bytes`, oldest
-    /// first, stopping at the first one to keep (Kafka's rule).
+    /// Segments to delete, oldest first, stopping at the first one to keep
+    /// (Kafka's rule): those wholly below the log start offset (DeleteRecords
+    /// moved it past them), whatever the cleanup policy, and with the `delete`
+    /// policy those past `retention.ms` or `retention.bytes`.
     fn retention_candidates(&self, now_ms: i64) -> Vec<Arc<Segment>> {
         let config = self.config();
-        if !config.cleanup_policy.delete {
-            return Vec::new();
-        }
         let segs = self.segments();
         let Some((_, inactive)) = segs.split_last() else { return Vec::new() };
+        let log_start = self.log_start_offset();
         let mut total: u64 = segs.iter().map(|s| s.size()).sum();
         let mut out = Vec::new();
-        for seg in inactive {
-            let by_time = config.retention_ms >= 0 && {
+        for (seg, next) in inactive.iter().zip(&segs[1..]) {
+            let below_start = next.base_offset <= log_start;
+            let delete = config.cleanup_policy.delete;
+            let by_time = delete && config.retention_ms >= 0 && {
                 let newest = seg.max_timestamp();
                 let newest = if newest >= 0 { newest } else { seg.modified_ms() };
                 now_ms - newest > config.retention_ms
             };
-            let by_size = config.retention_bytes >= 0 && total - seg.size() >= config.retention_bytes as u64;
-            if !(by_time || by_size) {
+            let by_size =
+                delete && config.retention_bytes >= 0 && total - seg.size() >= config.retention_bytes as u64;
+            if !(below_start || by_time || by_size) {
                 break;
             }
             total -= seg.size();
@@ -109,8 +112,8 @@ impl PartitionLog {
         Ok(due.len())
     }
 
-    /// Moves the log start offset forward (Kafka's DeleteRecords); whole
-    /// segments below it go at the next retention run.
+    /// Moves the log start offset forward (Kafka's DeleteRecords); segments
+    /// wholly below it go at the next retention run.
     pub fn delete_records_before(&self, offset: i64) -> Result<()> {
         let end = self.log_end_offset();
         if offset > end {

@@ -98,3 +98,30 @@ fn compact_only_topics_are_not_deleted_by_retention() {
     }
     assert_eq!(log.apply_retention(0).unwrap().deleted_segments, 0);
 }
+
+#[test]
+fn segments_wholly_below_the_log_start_offset_are_deleted() {
+    for policy in
+        [CleanupPolicy { delete: true, compact: false }, CleanupPolicy { delete: false, compact: true }]
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let log = open(
+            dir.path(),
+            LogConfig { segment_bytes: 1000, cleanup_policy: policy, ..LogConfig::default() },
+        );
+        for i in 0..40 {
+            log.append_as_leader(batch(i), AppendOrigin::Embedded).unwrap();
+        }
+        let bases = log.segment_bases();
+        assert!(bases.len() > 5);
+        log.delete_records_before(bases[3] + 1).unwrap();
+        let r = log.apply_retention(0).unwrap();
+        assert_eq!(r.deleted_segments, 3, "{policy:?}");
+        assert_eq!(log.segment_bases()[0], bases[3]);
+        assert_eq!(log.log_start_offset(), bases[3] + 1);
+        log.delete_records_before(log.log_end_offset()).unwrap();
+        log.apply_retention(0).unwrap();
+        assert_eq!(log.segment_count(), 1, "all but the active segment");
+        assert_eq!(log.log_start_offset(), 40);
+    }
+}

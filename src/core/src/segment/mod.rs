@@ -13,7 +13,7 @@ mod tail;
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
@@ -78,6 +78,8 @@ pub struct Segment {
     /// (so it is no write in progress); for the writer, where a sealed segment's
     /// batches stop short of the next segment. u64::MAX: none known.
     damaged_at: AtomicU64,
+    /// A failed write left bytes past `size` that could not be cut off yet.
+    torn: AtomicBool,
 }
 
 /// What recovery reads at a time.
@@ -100,6 +102,7 @@ impl Segment {
     pub fn open(dir: &Path, base_offset: i64, index_bytes: usize, mode: SegmentMode) -> Result<Self> {
         let writable = mode == SegmentMode::Active;
         let (log_path, index_path, time_path) = Self::paths(dir, base_offset);
+        let created = writable && !log_path.exists();
         let log = OpenOptions::new()
             .read(true)
             .write(writable)
@@ -107,6 +110,27 @@ impl Segment {
             .truncate(false)
             .open(&log_path)
             .map_err(Error::at(&log_path))?;
+        let opened = Self::open_files(log, log_path, index_path, time_path, base_offset, index_bytes, mode);
+        if opened.is_err() && created {
+            // A new segment that could not be set up (a full disk) leaves no files.
+            let (log, index, time) = Self::paths(dir, base_offset);
+            for p in [log, index, time] {
+                let _ = fs::remove_file(p);
+            }
+        }
+        opened
+    }
+
+    fn open_files(
+        log: File,
+        log_path: PathBuf,
+        index_path: PathBuf,
+        time_path: PathBuf,
+        base_offset: i64,
+        index_bytes: usize,
+        mode: SegmentMode,
+    ) -> Result<Self> {
+        let writable = mode == SegmentMode::Active;
         let meta = log.metadata().map_err(Error::at(&log_path))?;
         let mut size = meta.len();
         let inode = std::os::unix::fs::MetadataExt::ino(&meta);
@@ -142,6 +166,7 @@ impl Segment {
             writable,
             inode,
             damaged_at: AtomicU64::new(u64::MAX),
+            torn: AtomicBool::new(false),
         })
     }
 
@@ -245,12 +270,39 @@ impl Segment {
 
     /// Writes one batch (its offsets already assigned) at the end of the segment,
     /// indexing it if more than `index_interval` bytes went by since the last entry.
+    ///
+    /// A failed append leaves the segment as it was: a write that failed part-way
+    /// (a full disk, a file-size limit) is cut back to the last good end, and the
+    /// index is only touched once the batch is in the file. If even the cut fails,
+    /// the segment refuses appends until a later one manages it.
     pub fn append(&self, batch: &[u8], info: &BatchInfo, index_interval: u64) -> Result<()> {
         if !self.writable {
             return Err(Error::ReadOnly("append"));
         }
         let position = self.size();
-        self.log.write_all_at(batch, position).map_err(Error::at(&self.log_path))?;
+        if self.torn.load(Ordering::Acquire) {
+            self.cut_back(position)?;
+        }
+        let pos = u32::try_from(position).map_err(|_| {
+            Error::InvalidArgument(format!("segment position {position} overflows the index"))
+        })?;
+        // Everything that can refuse the index entry is checked before the
+        // write (only the writer changes the indexes meanwhile); readers' index
+        // lookups are not held up by the write.
+        let index_it = {
+            let mut ix = self.indexes.lock();
+            let index_it = ix.bytes_since_last_entry > index_interval;
+            if index_it {
+                ix.offsets.prepare_append(info.last_offset)?;
+                ix.times.prepare_append()?;
+            }
+            index_it
+        };
+        if let Err(e) = self.log.write_all_at(batch, position) {
+            let e = Error::at(&self.log_path)(e);
+            self.cut_back(position)?;
+            return Err(e);
+        }
         let mut ix = self.indexes.lock();
         if ix.first_batch_timestamp.is_none() && position == 0 {
             ix.first_batch_timestamp = Some(info.max_timestamp);
@@ -259,10 +311,7 @@ impl Segment {
             ix.max_timestamp_so_far = info.max_timestamp;
             ix.offset_of_max_timestamp = info.last_offset;
         }
-        if ix.bytes_since_last_entry > index_interval {
-            let pos = u32::try_from(position).map_err(|_| {
-                Error::InvalidArgument(format!("segment position {position} overflows the index"))
-            })?;
+        if index_it {
             ix.offsets.append(info.last_offset, pos)?;
             let (ts, off) = (ix.max_timestamp_so_far, ix.offset_of_max_timestamp);
             ix.times.maybe_append(ts, off, false)?;
@@ -272,6 +321,21 @@ impl Segment {
         drop(ix);
         self.size.store(position + batch.len() as u64, Ordering::Release);
         Ok(())
+    }
+
+    /// Cuts the log file back to `size`, the end of its last whole batch, after
+    /// a write that failed part-way. Until that succeeds the segment is torn.
+    fn cut_back(&self, size: u64) -> Result<()> {
+        match self.log.set_len(size) {
+            Ok(()) => {
+                self.torn.store(false, Ordering::Release);
+                Ok(())
+            }
+            Err(e) => {
+                self.torn.store(true, Ordering::Release);
+                Err(Error::at(&self.log_path)(e))
+            }
+        }
     }
 
     pub fn read_exact_at(&self, buf: &mut [u8], position: u64) -> Result<()> {

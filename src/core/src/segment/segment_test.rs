@@ -118,3 +118,37 @@ fn seal_trims_indexes_and_truncate_cuts_batches() {
     assert!(removed > 0);
     assert_eq!(seg.last_batch(seg.size(), NO_GAPS).unwrap().unwrap().last_offset, 549);
 }
+
+#[test]
+fn a_write_that_fails_part_way_leaves_the_segment_as_it_was() {
+    let small = crate::small_fs::SmallFs::new(1 << 20);
+    let seg = Segment::open(small.path(), 0, 4096, SegmentMode::Active).unwrap();
+    let (first, info) = batch(0, 10, 1000);
+    seg.append(&first, &info, 4096).unwrap();
+    let good = seg.size();
+    small.fill(8192);
+    let (big, info) = batch(10, 300, 2000); // about 33 KB: more than is left
+    let err = seg.append(&big, &info, 4096).unwrap_err();
+    assert!(
+        matches!(&err, Error::IoAt { path, source }
+            if path == seg.log_path() && source.raw_os_error() == Some(libc::ENOSPC)),
+        "{err}"
+    );
+    assert_eq!(seg.size(), good);
+    assert_eq!(fs::metadata(seg.log_path()).unwrap().len(), good, "the partial bytes are cut off");
+    small.free();
+    seg.append(&big, &info, 4096).unwrap();
+    assert_eq!(fs::metadata(seg.log_path()).unwrap().len(), good + big.len() as u64);
+    let b = seg.find_batch(10, seg.size()).unwrap().unwrap();
+    assert_eq!((b.position, b.base_offset, b.last_offset), (good, 10, 309));
+}
+
+#[test]
+fn a_new_segment_that_cannot_be_set_up_leaves_no_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, index, time) = Segment::paths(dir.path(), 0);
+    fs::create_dir(&time).unwrap(); // the time index cannot be opened
+    let err = Segment::open(dir.path(), 0, 4096, SegmentMode::Active).err().unwrap();
+    assert!(matches!(&err, Error::IoAt { path, .. } if path == &time), "{err}");
+    assert!(!log.exists() && !index.exists());
+}

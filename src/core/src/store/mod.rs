@@ -17,7 +17,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use crate::checkpoint::{self, CLEANER_OFFSET, LOG_START_OFFSET, RECOVERY_POINT};
-use crate::config::StoreConfig;
+use crate::config::{LogConfig, StoreConfig};
 use crate::error::{Error, Result};
 use crate::log::{AppendSignal, LoadReport, PartitionLog};
 
@@ -25,7 +25,9 @@ pub use lock::LOCK_FILE;
 pub use scheduler::MaintenanceReport;
 use scheduler::MaintenanceThread;
 use topic::{new_topic_id, partition_dir, TopicFile};
-pub use topic::{validate_topic_name, PartitionDescription, Topic, TopicDescription, MAX_TOPIC_NAME};
+pub use topic::{
+    validate_topic_name, PartitionDescription, Topic, TopicDescription, MAX_PARTITIONS, MAX_TOPIC_NAME,
+};
 
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
 pub const TOPICS_DIR: &str = ".topics";
@@ -46,6 +48,9 @@ pub struct Store {
     /// Per partition, the first offset the cleaner has not cleaned.
     cleaner_offsets: Mutex<BTreeMap<(String, i32), i64>>,
     maintenance: Mutex<Option<MaintenanceThread>>,
+    /// Serialises checkpoint writes, so that a writer holding older offsets
+    /// never renames its file over a newer one.
+    checkpoints: Mutex<()>,
 }
 
 impl Store {
@@ -78,7 +83,13 @@ impl Store {
             signal: Arc::new(AppendSignal::default()),
             cleaner_offsets: Mutex::new(BTreeMap::new()),
             maintenance: Mutex::new(None),
+            checkpoints: Mutex::new(()),
         };
+        if !read_only {
+            // What an interrupted checkpoint or topic-file write left.
+            checkpoint::remove_temp_files(path)?;
+            checkpoint::remove_temp_files(&path.join(TOPICS_DIR))?;
+        }
         store.load_report = store.load_topics()?;
         if !read_only {
             // From here on a crash is an unclean stop: the marker must go first.
@@ -223,9 +234,9 @@ impl Store {
     ) -> Result<Arc<Topic>> {
         self.check_writable("create_topic")?;
         validate_topic_name(name)?;
-        if !(1..=1_000_000).contains(&partitions) {
+        if !(1..=MAX_PARTITIONS).contains(&partitions) {
             return Err(Error::InvalidArgument(format!(
-                "partitions must be between 1 and 1000000, got {partitions}"
+                "partitions must be between 1 and {MAX_PARTITIONS}, got {partitions}"
             )));
         }
         let config = Arc::new(self.config.topic_defaults.with_overrides(overrides)?);
@@ -235,24 +246,24 @@ impl Store {
         }
         let id = new_topic_id();
         let mut logs = Vec::with_capacity(partitions as usize);
-        for p in 0..partitions {
-            let dir = partition_dir(&self.path, name, p);
-            if dir.exists() {
-                // Left by an interrupted delete: the topic is new, so is its log.
-                fs::remove_dir_all(&dir).map_err(Error::at(&dir))?;
-            }
-            let (log, _) = PartitionLog::open(&dir, name, p, config.clone(), 0, None, true)?;
-            log.set_signal(self.signal.clone());
-            checkpoint::write_atomic(
-                &dir.join(PARTITION_METADATA),
-                format!("version: 0\ntopic_id: {id}\n").as_bytes(),
-            )?;
-            logs.push(Arc::new(log));
-        }
-        // The topic exists once its file does; partitions are made first.
+        // The topic exists once its file does; partitions are made first, and a
+        // create that fails part-way (a full disk, no file descriptors left)
+        // removes what it made.
         let tf =
             TopicFile { name: name.to_string(), topic_id: id.clone(), partitions, config: overrides.clone() };
-        self.write_topic_file(&tf)?;
+        let made = (0..partitions)
+            .try_for_each(|p| {
+                logs.push(self.create_partition(name, p, &id, &config)?);
+                Ok(())
+            })
+            .and_then(|()| self.write_topic_file(&tf));
+        if let Err(e) = made {
+            for log in &logs {
+                let _ = log.delete();
+            }
+            let _ = fs::remove_dir_all(partition_dir(&self.path, name, logs.len() as i32));
+            return Err(e);
+        }
         let topic = Arc::new(Topic {
             name: name.to_string(),
             id,
@@ -262,6 +273,32 @@ impl Store {
         });
         self.topics.write().insert(name.to_string(), topic.clone());
         Ok(topic)
+    }
+
+    /// One new partition's directory and log.
+    fn create_partition(
+        &self,
+        name: &str,
+        p: i32,
+        id: &str,
+        config: &Arc<LogConfig>,
+    ) -> Result<Arc<PartitionLog>> {
+        let dir = partition_dir(&self.path, name, p);
+        if dir.exists() {
+            // Left by an interrupted delete: the topic is new, so is its log.
+            fs::remove_dir_all(&dir).map_err(Error::at(&dir))?;
+        }
+        let (log, _) = PartitionLog::open(&dir, name, p, config.clone(), 0, None, true)?;
+        let log = Arc::new(log);
+        log.set_signal(self.signal.clone());
+        if let Err(e) = checkpoint::write_atomic(
+            &dir.join(PARTITION_METADATA),
+            format!("version: 0\ntopic_id: {id}\n").as_bytes(),
+        ) {
+            let _ = log.delete();
+            return Err(e);
+        }
+        Ok(log)
     }
 
     fn write_topic_file(&self, tf: &TopicFile) -> Result<()> {
@@ -408,6 +445,9 @@ impl Store {
 
     /// Kafka's per-directory checkpoints: recovery points and log start offsets.
     fn write_checkpoints(&self) -> Result<()> {
+        // Offsets are read under the lock too: a snapshot taken before another
+        // writer's must not be written after it.
+        let _one_writer = self.checkpoints.lock();
         let mut rp = BTreeMap::new();
         let mut starts = BTreeMap::new();
         for p in self.all_partitions() {
@@ -461,8 +501,13 @@ impl Store {
                 first_err.get_or_insert(e);
             }
         }
+        // A log that had a failed write is not vouched for: the next open checks it.
+        let clean = !self.all_partitions().iter().any(|p| p.had_write_error());
         if first_err.is_none() {
             match self.write_checkpoints().and_then(|_| {
+                if !clean {
+                    return Ok(());
+                }
                 checkpoint::write_atomic(
                     &self.path.join(CLEAN_SHUTDOWN_FILE),
                     br#"{"version":0,"brokerEpoch":-1}"#,

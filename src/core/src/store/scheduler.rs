@@ -101,9 +101,9 @@ impl Store {
             if self.config.cleaner_enable || force_clean {
                 let key = (p.topic().to_string(), p.partition());
                 let first_dirty = self.cleaner_offsets.lock().get(&key).copied().unwrap_or(0);
-                if let Some(c) =
-                    cleaner::clean(p, first_dirty, now, self.config.cleaner_dedupe_buffer_size, force_clean)?
-                {
+                let (dedupe, io) =
+                    (self.config.cleaner_dedupe_buffer_size, self.config.cleaner_io_buffer_size);
+                if let Some(c) = cleaner::clean(p, first_dirty, now, dedupe, io, force_clean)? {
                     report.cleaned_partitions += 1;
                     report.cleaned_bytes_in += c.bytes_in;
                     report.cleaned_bytes_out += c.bytes_out;

@@ -77,3 +77,114 @@ fn auto_create_and_config_errors() {
     let store2 = Store::open(dir2.path(), &off, false).unwrap();
     assert!(matches!(store2.topic_or_create("nope"), Err(Error::UnknownTopic(_))));
 }
+
+#[test]
+fn a_log_that_had_a_failed_write_is_not_marked_clean() {
+    let small = crate::small_fs::SmallFs::new(1 << 20);
+    let path = small.path().join("store");
+    let store = Store::open(&path, &none(), false).unwrap();
+    let mut cfg = none();
+    cfg.insert("segment.index.bytes".into(), "4096".into());
+    let p = store.create_topic("t", 1, &cfg).unwrap().partition(0).unwrap().clone();
+    p.append_as_leader(one(b"first"), AppendOrigin::Embedded).unwrap();
+    small.fill(4096);
+    let err = p.append_as_leader(one(&vec![9u8; 64 << 10]), AppendOrigin::Embedded).unwrap_err();
+    assert!(
+        matches!(&err, Error::IoAt { source, .. } if source.raw_os_error() == Some(libc::ENOSPC)),
+        "{err}"
+    );
+    small.free();
+    assert_eq!(p.append_as_leader(one(b"second"), AppendOrigin::Embedded).unwrap().base_offset, 1);
+    p.flush().unwrap();
+    store.close().unwrap();
+    assert!(!path.join(CLEAN_SHUTDOWN_FILE).exists(), "a log with a failed write is not vouched for");
+    drop((store, p));
+    let store = Store::open(&path, &none(), false).unwrap();
+    assert!(!store.was_clean_shutdown());
+    let p = store.partition("t", 0).unwrap();
+    assert_eq!(p.log_end_offset(), 2);
+    assert_eq!(p.size_bytes(), (one(b"first").len() + one(b"second").len()) as u64);
+    let bytes = p.read(1, 1 << 20).unwrap().bytes().unwrap();
+    let b = crate::record::RecordBatch::parse(&bytes).unwrap();
+    assert_eq!(b.base_offset(), 1);
+    store.close().unwrap();
+}
+
+#[test]
+fn checkpoint_writes_from_many_threads_are_serialised() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    let t = store.create_topic("t", 2, &none()).unwrap();
+    t.partition(0).unwrap().append_as_leader(one(b"x"), AppendOrigin::Embedded).unwrap();
+    std::thread::scope(|s| {
+        for i in 0..6 {
+            let store = &store;
+            s.spawn(move || {
+                for _ in 0..60 {
+                    if i % 2 == 0 {
+                        store.flush().unwrap();
+                    } else {
+                        store.run_maintenance(false, None).unwrap();
+                    }
+                }
+            });
+        }
+    });
+    for name in [RECOVERY_POINT, LOG_START_OFFSET, CLEANER_OFFSET] {
+        checkpoint::read_offsets(&dir.path().join(name)).unwrap();
+    }
+    let rp = checkpoint::read_offsets(&dir.path().join(RECOVERY_POINT)).unwrap();
+    assert_eq!(rp[&("t".to_string(), 0)], 1);
+    let tmp = fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".tmp"))
+        .count();
+    assert_eq!(tmp, 0, "no temporaries left");
+}
+
+#[test]
+fn a_topic_name_of_the_longest_legal_length_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = "x".repeat(MAX_TOPIC_NAME);
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    let t = store.create_topic(&name, 2, &none()).unwrap();
+    t.partition(1).unwrap().append_as_leader(one(b"x"), AppendOrigin::Embedded).unwrap();
+    let mut change = BTreeMap::new();
+    change.insert("retention.ms".to_string(), Some("1000".to_string()));
+    store.alter_topic_config(&name, &change).unwrap();
+    store.close().unwrap();
+    drop(store);
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    assert_eq!(store.describe(&name).unwrap().partitions[1].log_end_offset, 1);
+    store.delete_topic(&name).unwrap();
+}
+
+#[test]
+fn partitions_are_bounded_and_a_failed_create_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    for bad in [0, -1, MAX_PARTITIONS + 1, 100_000] {
+        assert!(matches!(store.create_topic("t", bad, &none()), Err(Error::InvalidArgument(_))), "{bad}");
+    }
+    let small = crate::small_fs::SmallFs::new(1 << 20);
+    let path = small.path().join("store");
+    let store = Store::open(&path, &none(), false).unwrap();
+    let cfg = none();
+    small.fill(0);
+    let err = store.create_topic("t", 20, &cfg).err().unwrap();
+    assert!(
+        matches!(&err, Error::IoAt { source, .. } if source.raw_os_error() == Some(libc::ENOSPC)),
+        "{err}"
+    );
+    let left: Vec<String> = fs::read_dir(&path)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("t-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    assert!(!path.join(TOPICS_DIR).join("t.json").exists());
+    assert!(store.topics().unwrap().is_empty());
+    small.free();
+    store.create_topic("t", 2, &cfg).unwrap();
+    store.close().unwrap();
+}

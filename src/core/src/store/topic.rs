@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::log::PartitionLog;
 
 pub const MAX_TOPIC_NAME: usize = 249;
+pub use crate::config::MAX_PARTITIONS;
 
 /// Kafka's topic name rules; they also keep every name inside the store directory.
 pub fn validate_topic_name(name: &str) -> Result<()> {
