@@ -165,6 +165,8 @@ impl Store {
                     report.deleted_segments += r.deleted_segments;
                     log
                 };
+                // Appends to a loaded partition must wake in-process waiters too.
+                log.set_signal(self.signal.clone());
                 partitions.push(Arc::new(log));
             }
             let topic =

@@ -77,3 +77,20 @@ fn auto_create_and_config_errors() {
     let store2 = Store::open(dir2.path(), &off, false).unwrap();
     assert!(matches!(store2.topic_or_create("nope"), Err(Error::UnknownTopic(_))));
 }
+
+#[test]
+fn partitions_loaded_at_open_bump_the_append_signal() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    store.create_topic("t", 1, &none()).unwrap();
+    store.close().unwrap();
+    drop(store);
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    let signal = store.append_signal().clone();
+    let seen = signal.current();
+    let waiter = std::thread::spawn(move || signal.wait_after(seen, std::time::Duration::from_secs(30)));
+    store.partition("t", 0).unwrap().append_as_leader(one(b"x"), AppendOrigin::Embedded).unwrap();
+    // The waiter returns true only if the signal moved past what it had seen.
+    assert!(waiter.join().unwrap(), "an append on a reopened store did not bump the signal");
+    assert!(store.append_signal().current() > seen);
+}
