@@ -219,7 +219,7 @@ impl Store {
                     headers: h,
                 })
                 .collect();
-            t.partition(partition)?.append_records(&recs, codec, durable)
+            t.partition(partition)?.append_records(&recs, codec, durable, AppendOrigin::Client)
         })?;
         Ok((info.base_offset, info.last_offset))
     }

@@ -267,6 +267,9 @@ impl Producer {
         if let Some(t) = self.topics.read().get(name) {
             return Ok(t.clone());
         }
+        if crate::log::is_internal_topic(name) {
+            return Err(crate::log::internal_topic_error(name, "producing"));
+        }
         let t = self.store.topic_or_create(name)?;
         let entry = (Arc::<str>::from(name), t);
         self.topics.write().insert(name.to_string(), entry.clone());

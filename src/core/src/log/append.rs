@@ -30,9 +30,32 @@ pub struct AppendInfo {
 pub enum AppendOrigin {
     /// A client or a file: every batch is CRC-checked and validated.
     Client,
-    /// seglog's own producer or offsets store in this process: well formed by
-    /// construction; only the size bound is checked.
+    /// seglog's own producer in this process: well formed by construction;
+    /// only the size bound is checked.
     Embedded,
+    /// seglog's group coordinator writing `__consumer_offsets`: built by seglog
+    /// like `Embedded`, and the only origin an internal topic accepts (Kafka's
+    /// `AppendOrigin.COORDINATOR`).
+    Coordinator,
+}
+
+/// Kafka's internal topics: written only by their coordinators, never by a
+/// client (Kafka's `Topic.isInternal`).
+pub const INTERNAL_TOPICS: &[&str] = &["__consumer_offsets", "__transaction_state"];
+
+pub fn is_internal_topic(name: &str) -> bool {
+    INTERNAL_TOPICS.contains(&name)
+}
+
+/// The error for a user's write to an internal topic.
+pub fn internal_topic_error(name: &str, what: &str) -> Error {
+    Error::InvalidTopic {
+        name: name.to_string(),
+        reason: format!(
+            "{what} is not allowed on an internal topic: it is written only by seglog's group \
+             coordinator (commit offsets through a Consumer)"
+        ),
+    }
 }
 
 impl PartitionLog {
@@ -51,12 +74,13 @@ impl PartitionLog {
 
     /// Encodes `records` into batches and appends them; a record whose timestamp
     /// is `NO_TIMESTAMP` gets the time of the append. With `durable`, returns once
-    /// they are fsynced.
+    /// they are fsynced. `origin` says who asks (the batches are seglog's own).
     pub fn append_records(
         &self,
         records: &[NewRecord<'_>],
         compression: Compression,
         durable: bool,
+        origin: AppendOrigin,
     ) -> Result<AppendInfo> {
         if records.is_empty() {
             return Err(Error::InvalidArgument("records is empty: nothing to append".into()));
@@ -82,7 +106,8 @@ impl PartitionLog {
         };
         let max = config.max_message_bytes.min(1 << 20);
         let buf = build_batches(records, compression, TimestampType::CreateTime, max);
-        let info = self.append_as_leader(buf, AppendOrigin::Embedded)?;
+        let origin = if origin == AppendOrigin::Client { AppendOrigin::Embedded } else { origin };
+        let info = self.append_as_leader(buf, origin)?;
         if durable {
             self.wait_durable(info.last_offset + 1)?;
         }
@@ -95,6 +120,9 @@ impl PartitionLog {
     pub fn append_as_leader(&self, mut buf: Vec<u8>, origin: AppendOrigin) -> Result<AppendInfo> {
         if self.read_only {
             return Err(Error::ReadOnly("append"));
+        }
+        if origin != AppendOrigin::Coordinator && is_internal_topic(&self.topic) {
+            return Err(internal_topic_error(&self.topic, "appending"));
         }
         let config = self.config();
         let rules = self.rules(&config);

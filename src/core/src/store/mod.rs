@@ -19,7 +19,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::checkpoint::{self, CLEANER_OFFSET, LOG_START_OFFSET, RECOVERY_POINT};
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
-use crate::log::{AppendSignal, LoadReport, PartitionLog};
+use crate::log::{internal_topic_error, is_internal_topic, AppendSignal, LoadReport, PartitionLog};
 
 pub use lock::LOCK_FILE;
 pub use scheduler::MaintenanceReport;
@@ -315,6 +315,9 @@ impl Store {
     pub fn delete_topic(&self, name: &str) -> Result<()> {
         self.check_writable("delete_topic")?;
         validate_topic_name(name)?;
+        if is_internal_topic(name) {
+            return Err(internal_topic_error(name, "deleting the topic"));
+        }
         let _admin = self.admin.lock();
         let topic = self.topics.write().remove(name).ok_or_else(|| Error::UnknownTopic(name.to_string()))?;
         let file = self.path.join(TOPICS_DIR).join(format!("{name}.json"));
@@ -353,6 +356,10 @@ impl Store {
     /// `auto.create.topics.enable` allows it.
     pub fn topic_or_create(&self, name: &str) -> Result<Arc<Topic>> {
         match self.topic(name) {
+            // Only their coordinator creates internal topics, with their own settings.
+            Err(Error::UnknownTopic(_)) if is_internal_topic(name) => {
+                Err(internal_topic_error(name, "creating the topic on first use"))
+            }
             Err(Error::UnknownTopic(_)) if self.config.auto_create_topics && !self.read_only => {
                 match self.create_topic(name, self.config.num_partitions, &BTreeMap::new()) {
                     Err(Error::TopicExists(_)) => self.topic(name),
@@ -371,6 +378,9 @@ impl Store {
     /// checkpoint at once, so readers in other processes see it.
     pub fn delete_records(&self, topic: &str, partition: i32, before: i64) -> Result<()> {
         self.check_writable("delete_records")?;
+        if is_internal_topic(topic) {
+            return Err(internal_topic_error(topic, "deleting records"));
+        }
         self.partition(topic, partition)?.delete_records_before(before)?;
         self.write_checkpoints()
     }

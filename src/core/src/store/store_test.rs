@@ -94,3 +94,25 @@ fn partitions_loaded_at_open_bump_the_append_signal() {
     assert!(waiter.join().unwrap(), "an append on a reopened store did not bump the signal");
     assert!(store.append_signal().current() > seen);
 }
+
+#[test]
+fn internal_topics_refuse_user_writes_but_take_offset_commits() {
+    use crate::group::{self, OFFSETS_TOPIC};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    let internal = |r: Result<()>| matches!(r, Err(Error::InvalidTopic { ref name, .. }) if name == OFFSETS_TOPIC);
+    assert!(internal(store.topic_or_create(OFFSETS_TOPIC).map(|_| ())), "never auto-created by a user");
+    let mut commits = group::CommittedOffsets::new();
+    commits.insert(("t".to_string(), 0), (7, "m".to_string()));
+    group::commit(&store, "g", &commits).unwrap();
+    let log = store.partition(OFFSETS_TOPIC, 0).unwrap();
+    for origin in [AppendOrigin::Client, AppendOrigin::Embedded] {
+        assert!(internal(log.append_as_leader(one(b"junk"), origin).map(|_| ())), "{origin:?}");
+    }
+    let rec = NewRecord { timestamp: 1, key: Some(b"k"), value: Some(b"v"), headers: &[] };
+    assert!(internal(log.append_records(&[rec], Compression::None, false, AppendOrigin::Client).map(|_| ())));
+    assert!(internal(store.delete_records(OFFSETS_TOPIC, 0, 1)));
+    assert!(internal(store.delete_topic(OFFSETS_TOPIC)));
+    assert_eq!(log.log_end_offset(), 1, "only the commit was appended");
+    assert_eq!(group::load_committed(&store, "g").unwrap().0, commits);
+}
