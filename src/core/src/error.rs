@@ -59,9 +59,39 @@ pub enum Error {
     InvalidArgument(String),
     #[error("invalid record: {0}")]
     InvalidRecord(String),
+    #[error("invalid timestamp: {0}")]
+    InvalidTimestamp(String),
+    #[error("unsupported compression: {0}")]
+    UnsupportedCompression(String),
+    #[error("record batch too large: {0}")]
+    RecordBatchTooLarge(String),
+    /// A store file seglog wrote (checkpoint, topic file) that does not parse:
+    /// damage on disk, not a caller's mistake.
+    #[error("corrupt file {path}: {reason}")]
+    CorruptFile { path: PathBuf, reason: String },
 }
 
 impl Error {
+    /// The Kafka error code a broker answers with for this error, where Kafka
+    /// has one (`org.apache.kafka.common.protocol.Errors`).
+    pub fn kafka_code(&self) -> Option<i16> {
+        Some(match self {
+            Error::Corrupt(_) => 2,                    // CORRUPT_MESSAGE
+            Error::OffsetOutOfRange { .. } => 1,       // OFFSET_OUT_OF_RANGE
+            Error::UnknownTopic(_) | Error::UnknownPartition { .. } => 3, // UNKNOWN_TOPIC_OR_PARTITION
+            Error::RecordTooLarge { .. } => 10,        // MESSAGE_TOO_LARGE
+            Error::InvalidTopic { .. } => 17,          // INVALID_TOPIC_EXCEPTION
+            Error::RecordBatchTooLarge(_) => 18,       // RECORD_LIST_TOO_LARGE
+            Error::InvalidTimestamp(_) => 32,          // INVALID_TIMESTAMP
+            Error::TopicExists(_) => 36,               // TOPIC_ALREADY_EXISTS
+            Error::InvalidConfig(_) => 40,             // INVALID_CONFIG
+            Error::UnsupportedCompression(_) => 76,    // UNSUPPORTED_COMPRESSION_TYPE
+            Error::InvalidRecord(_) => 87,             // INVALID_RECORD
+            Error::Io(_) | Error::IoAt { .. } | Error::CorruptFile { .. } => 56, // KAFKA_STORAGE_ERROR
+            _ => return None,
+        })
+    }
+
     /// Attaches a path to a bare I/O error, so messages name the file involved.
     pub fn at(path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> Error {
         let path = path.into();

@@ -262,7 +262,7 @@ fn filter_batch(
             &NewRecord { timestamp: ts, key: r.key, value: r.value, headers: &r.headers },
         );
     }
-    Ok(Some(builder.build()))
+    Ok(Some(builder.build()?))
 }
 
 #[cfg(test)]

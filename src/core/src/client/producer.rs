@@ -647,7 +647,7 @@ fn sender_loop(shared: &Shared) {
         let mut freed = 0;
         for b in batch {
             freed += b.bytes;
-            let r = b.log.append_as_leader(b.builder.build(), AppendOrigin::Embedded);
+            let r = b.builder.build().and_then(|buf| b.log.append_as_leader(buf, AppendOrigin::Embedded));
             match r {
                 Ok(info) => {
                     let idx = done.len();

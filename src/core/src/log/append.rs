@@ -9,9 +9,12 @@ use super::{PartitionLog, LEADER_EPOCH};
 use crate::clock::now_ms;
 use crate::config::LogConfig;
 use crate::error::{Error, Result};
-use crate::record::batch::{set_base_offset, set_log_append_time, set_partition_leader_epoch, NO_TIMESTAMP};
+use crate::record::batch::{
+    set_base_offset, set_create_time, set_log_append_time, set_partition_leader_epoch, NO_TIMESTAMP,
+};
+use crate::record::compression::MAX_UNCOMPRESSED_BATCH_BYTES;
 use crate::record::validator::BatchRules;
-use crate::record::{build_batches, BatchIter, Compression, NewRecord, RecordBatch, TimestampType};
+use crate::record::{build_batches, Compression, NewRecord, RecordBatch, TimestampType};
 use crate::segment::{BatchInfo, Segment, SegmentMode};
 
 /// Where an append landed.
@@ -63,8 +66,23 @@ impl PartitionLog {
         BatchRules {
             topic: &self.topic,
             max_batch_bytes: config.max_message_bytes,
+            segment_bytes: config.segment_bytes,
             compacted: config.cleanup_policy.compact,
+            timestamp_type: config.message_timestamp_type,
+            timestamp_before_max_ms: config.message_timestamp_before_max_ms,
+            timestamp_after_max_ms: config.message_timestamp_after_max_ms,
+            max_uncompressed_bytes: MAX_UNCOMPRESSED_BATCH_BYTES,
         }
+    }
+
+    /// Checks a record's timestamp as the topic's `message.timestamp.*` rules
+    /// say (a LogAppendTime topic replaces it, so anything goes there).
+    pub fn check_timestamp(&self, timestamp: i64, now: i64) -> Result<()> {
+        let config = self.config();
+        if config.message_timestamp_type == TimestampType::LogAppendTime {
+            return Ok(());
+        }
+        Ok(self.rules(&config).check_timestamp(timestamp, now)?)
     }
 
     /// Refuses a keyless record for a compacted topic (Kafka's rule).
@@ -87,10 +105,13 @@ impl PartitionLog {
         }
         let config = self.config();
         let rules = self.rules(&config);
+        let now = now_ms();
         for r in records {
             rules.check_key(r.key)?;
+            if config.message_timestamp_type == TimestampType::CreateTime {
+                rules.check_timestamp(r.timestamp, now)?;
+            }
         }
-        let now = now_ms();
         let stamped: Vec<NewRecord<'_>>;
         let records = if records.iter().any(|r| r.timestamp == NO_TIMESTAMP) {
             stamped = records
@@ -105,7 +126,7 @@ impl PartitionLog {
             records
         };
         let max = config.max_message_bytes.min(1 << 20);
-        let buf = build_batches(records, compression, TimestampType::CreateTime, max);
+        let buf = build_batches(records, compression, TimestampType::CreateTime, max)?;
         let origin = if origin == AppendOrigin::Client { AppendOrigin::Embedded } else { origin };
         let info = self.append_as_leader(buf, origin)?;
         if durable {
@@ -115,8 +136,9 @@ impl PartitionLog {
     }
 
     /// Appends the batches in `buf` (back to back) as the partition's leader:
-    /// offsets, leader epoch and (for LogAppendTime topics) timestamps are
-    /// assigned here. The whole append is refused if any batch is bad.
+    /// offsets, leader epoch and timestamps (LogAppendTime, or a client's
+    /// CreateTime batch's maxTimestamp) are assigned here. All or nothing: the
+    /// whole append is refused if any batch is bad, and cut back if a write fails.
     pub fn append_as_leader(&self, mut buf: Vec<u8>, origin: AppendOrigin) -> Result<AppendInfo> {
         if self.read_only {
             return Err(Error::ReadOnly("append"));
@@ -126,21 +148,22 @@ impl PartitionLog {
         }
         let config = self.config();
         let rules = self.rules(&config);
-        let validate = origin == AppendOrigin::Client;
+        let now = now_ms();
         // Find the batch boundaries first, refusing the whole append if any is bad.
         let mut bounds = Vec::new();
-        {
-            let mut pos = 0;
-            for b in BatchIter::new(&buf, validate) {
-                let b = b?;
-                if validate {
-                    rules.check_client_batch(&b)?;
-                } else {
-                    rules.check_size(&b)?;
-                }
-                bounds.push((pos, b.size(), b.records_count(), b.last_offset_delta()));
-                pos += b.size();
-            }
+        let mut pos = 0;
+        while pos < buf.len() {
+            let rest = &buf[pos..];
+            let (size, count, last_delta, max_ts) = if origin == AppendOrigin::Client {
+                let (b, valid) = rules.validate_client_batch(rest, now)?;
+                (b.size(), valid.records, b.last_offset_delta(), Some(valid.max_timestamp))
+            } else {
+                let b = RecordBatch::parse_header(rest)?;
+                rules.check_size(&b)?;
+                (b.size(), b.records_count(), b.last_offset_delta(), None)
+            };
+            bounds.push((pos, size, count, last_delta, max_ts));
+            pos += size;
         }
         if bounds.is_empty() {
             return Err(Error::InvalidArgument("nothing to append: no record batch given".into()));
@@ -152,28 +175,51 @@ impl PartitionLog {
         let first = self.log_end_offset();
         let mut next = first;
         let mut records = 0i64;
-        for &(pos, size, count, last_delta) in &bounds {
+        let mut written = Ok(());
+        for &(pos, size, count, last_delta, max_ts) in &bounds {
             let bytes = &mut buf[pos..pos + size];
             set_base_offset(bytes, next);
             set_partition_leader_epoch(bytes, LEADER_EPOCH);
             if log_append_time >= 0 {
                 set_log_append_time(bytes, log_append_time);
+            } else if let Some(max_ts) = max_ts {
+                // Kafka keeps a client's records but not its word on the batch's
+                // timestamp type or maxTimestamp.
+                set_create_time(bytes, max_ts);
             }
-            let batch = RecordBatch::parse_header(bytes)?;
             let info = BatchInfo {
                 position: 0,
                 size: size as u64,
                 base_offset: next,
                 last_offset: next + i64::from(last_delta),
-                max_timestamp: batch.max_timestamp(),
+                max_timestamp: RecordBatch::parse_header(bytes)?.max_timestamp(),
                 records: count,
             };
-            let seg = self.maybe_roll(&config, &info)?;
-            seg.append(bytes, &info, config.index_interval_bytes)?;
+            written = self.maybe_roll(&config, &info).and_then(|seg| seg.append(bytes, &info, config.index_interval_bytes));
+            if written.is_err() {
+                break;
+            }
             next = info.last_offset + 1;
             records += i64::from(count);
-            self.end_offset.store(next, Ordering::Release);
         }
+        if let Err(e) = written {
+            // Nothing of a failed append may stay: earlier batches of it were
+            // never acknowledged, and readers have not seen them (the end offset
+            // is published below).
+            if next > first {
+                if let Err(cut) = self.truncate_locked(first, self.log_start_offset()) {
+                    // The log no longer knows its own tail: refuse writes until a
+                    // reopen recovers it.
+                    self.sync_failed.store(true, Ordering::Release);
+                    return Err(Error::IoAt {
+                        path: self.dir.clone(),
+                        source: std::io::Error::other(format!("{e}; then cutting the failed append back failed: {cut}")),
+                    });
+                }
+            }
+            return Err(e);
+        }
+        self.end_offset.store(next, Ordering::Release);
         if let Some(signal) = &*self.signal.read() {
             signal.bump();
         }
@@ -215,3 +261,7 @@ impl PartitionLog {
         Ok(new)
     }
 }
+
+#[cfg(test)]
+#[path = "append_test.rs"]
+mod tests;

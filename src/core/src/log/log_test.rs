@@ -11,7 +11,7 @@ fn batch(n: usize, ts: i64, c: Compression) -> Vec<u8> {
         let v = format!("value-{ts}-{i}");
         b.append(&NewRecord { timestamp: ts, key: None, value: Some(v.as_bytes()), headers: &[] });
     }
-    b.build()
+    b.build().unwrap()
 }
 
 fn small() -> Arc<LogConfig> {

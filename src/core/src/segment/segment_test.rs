@@ -9,7 +9,7 @@ fn batch(base: i64, n: usize, ts: i64) -> (Vec<u8>, BatchInfo) {
     for i in 0..n {
         b.append(&NewRecord { timestamp: ts + i as i64, key: None, value: Some(&v), headers: &[] });
     }
-    let bytes = b.build();
+    let bytes = b.build().unwrap();
     let info = BatchInfo::from_batch(0, &RecordBatch::parse(&bytes).unwrap());
     (bytes, info)
 }

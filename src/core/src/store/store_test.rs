@@ -11,7 +11,7 @@ fn none() -> BTreeMap<String, String> {
 fn one(v: &[u8]) -> Vec<u8> {
     let mut b = BatchBuilder::new(Compression::None);
     b.append(&NewRecord { timestamp: 1, key: None, value: Some(v), headers: &[] });
-    b.build()
+    b.build().unwrap()
 }
 
 #[test]
