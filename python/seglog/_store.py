@@ -49,6 +49,9 @@ class TopicDescription:
     config: dict[str, str] = field(default_factory=dict)
     #: Only the keys set for this topic.
     overrides: dict[str, str] = field(default_factory=dict)
+    #: The last failure of the store's background maintenance (retention, cleaning,
+    #: time-based flushes), with when it happened; ``None`` if it never failed.
+    last_maintenance_error: str | None = None
 
 
 def _kafka_names(config: Mapping[str, ConfigValue]) -> dict[str, ConfigValue]:

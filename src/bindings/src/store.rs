@@ -173,6 +173,7 @@ impl Store {
         out.set_item("partitions", parts)?;
         out.set_item("config", d.config)?;
         out.set_item("overrides", d.overrides)?;
+        out.set_item("last_maintenance_error", d.last_maintenance_error)?;
         Ok(out)
     }
 

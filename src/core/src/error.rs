@@ -92,6 +92,47 @@ impl Error {
         })
     }
 
+    /// A copy of this error, variant and message alike (an I/O error keeps its
+    /// errno), for an error shared by many waiters (every record of a failed
+    /// batch raises its own).
+    pub fn duplicate(&self) -> Error {
+        let io = |e: &io::Error| match e.raw_os_error() {
+            Some(errno) => io::Error::from_raw_os_error(errno),
+            None => io::Error::new(e.kind(), e.to_string()),
+        };
+        match self {
+            Error::Io(e) => Error::Io(io(e)),
+            Error::IoAt { path, source } => Error::IoAt { path: path.clone(), source: io(source) },
+            Error::Corrupt(c) => Error::Corrupt(c.clone()),
+            Error::InvalidTopic { name, reason } => Error::InvalidTopic { name: name.clone(), reason: reason.clone() },
+            Error::UnknownTopic(t) => Error::UnknownTopic(t.clone()),
+            Error::TopicExists(t) => Error::TopicExists(t.clone()),
+            Error::UnknownPartition { topic, partition, count } => {
+                Error::UnknownPartition { topic: topic.clone(), partition: *partition, count: *count }
+            }
+            Error::InvalidConfig(m) => Error::InvalidConfig(m.clone()),
+            Error::RecordTooLarge { size, max } => Error::RecordTooLarge { size: *size, max: *max },
+            Error::OffsetOutOfRange { topic, partition, offset, start, end } => Error::OffsetOutOfRange {
+                topic: topic.clone(),
+                partition: *partition,
+                offset: *offset,
+                start: *start,
+                end: *end,
+            },
+            Error::StoreLocked { path, pid } => Error::StoreLocked { path: path.clone(), pid: pid.clone() },
+            Error::ReadOnly(what) => Error::ReadOnly(what),
+            Error::Closed => Error::Closed,
+            Error::ClientClosed(what) => Error::ClientClosed(what),
+            Error::Timeout(ms, what) => Error::Timeout(*ms, what.clone()),
+            Error::InvalidArgument(m) => Error::InvalidArgument(m.clone()),
+            Error::InvalidRecord(m) => Error::InvalidRecord(m.clone()),
+            Error::InvalidTimestamp(m) => Error::InvalidTimestamp(m.clone()),
+            Error::UnsupportedCompression(m) => Error::UnsupportedCompression(m.clone()),
+            Error::RecordBatchTooLarge(m) => Error::RecordBatchTooLarge(m.clone()),
+            Error::CorruptFile { path, reason } => Error::CorruptFile { path: path.clone(), reason: reason.clone() },
+        }
+    }
+
     /// Attaches a path to a bare I/O error, so messages name the file involved.
     pub fn at(path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> Error {
         let path = path.into();
@@ -100,3 +141,7 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+#[path = "error_test.rs"]
+mod tests;

@@ -46,6 +46,8 @@ pub struct Store {
     /// Per partition, the first offset the cleaner has not cleaned.
     cleaner_offsets: Mutex<BTreeMap<(String, i32), i64>>,
     maintenance: Mutex<Option<MaintenanceThread>>,
+    /// The background thread's last failure (see `last_maintenance_error`).
+    maintenance_error: Mutex<Option<String>>,
 }
 
 impl Store {
@@ -78,6 +80,7 @@ impl Store {
             signal: Arc::new(AppendSignal::default()),
             cleaner_offsets: Mutex::new(BTreeMap::new()),
             maintenance: Mutex::new(None),
+            maintenance_error: Mutex::new(None),
         };
         store.load_report = store.load_topics()?;
         if !read_only {
@@ -111,10 +114,10 @@ impl Store {
                 continue;
             }
             let text = fs::read_to_string(&path).map_err(Error::at(&path))?;
-            let tf: TopicFile = serde_json::from_str(&text).map_err(|e| {
-                Error::InvalidConfig(format!("unreadable topic file {}: {e}", path.display()))
-            })?;
-            validate_topic_name(&tf.name)?;
+            let corrupt = |reason: String| Error::CorruptFile { path: path.clone(), reason };
+            let tf: TopicFile =
+                serde_json::from_str(&text).map_err(|e| corrupt(format!("unreadable topic file: {e}")))?;
+            validate_topic_name(&tf.name).map_err(|e| corrupt(e.to_string()))?;
             out.push(tf);
         }
         Ok(out)
@@ -375,13 +378,25 @@ impl Store {
     }
 
     /// Kafka's DeleteRecords: moves the log start offset up and writes the
-    /// checkpoint at once, so readers in other processes see it.
+    /// checkpoint at once, so readers in other processes see it. `before` -1
+    /// means the high watermark (the log end: everything); other negatives are
+    /// refused.
     pub fn delete_records(&self, topic: &str, partition: i32, before: i64) -> Result<()> {
         self.check_writable("delete_records")?;
         if is_internal_topic(topic) {
             return Err(internal_topic_error(topic, "deleting records"));
         }
-        self.partition(topic, partition)?.delete_records_before(before)?;
+        let log = self.partition(topic, partition)?;
+        let before = match before {
+            -1 => log.log_end_offset(),
+            b if b < 0 => {
+                return Err(Error::InvalidArgument(format!(
+                    "before_offset {b}: expected an offset >= 0, or -1 for the high watermark"
+                )))
+            }
+            b => b,
+        };
+        log.delete_records_before(before)?;
         self.write_checkpoints()
     }
 
@@ -410,6 +425,7 @@ impl Store {
             partitions,
             config: t.config.to_map(),
             overrides: t.overrides.clone(),
+            last_maintenance_error: self.last_maintenance_error(),
         })
     }
 
