@@ -64,7 +64,7 @@ def test_client_batches_get_kafkas_errors(store: seglog.Store) -> None:
 def test_timestamps_are_checked(store: seglog.Store) -> None:
     store.create_topic("t", config={"message.timestamp.before.max.ms": 3_600_000})
     now = int(time.time() * 1000)
-    with pytest.raises(seglog.InvalidTimestampError, match="before.max.ms"):
+    with pytest.raises(seglog.InvalidTimestampError, match=r"before\.max\.ms"):
         store.append("t", 0, [(None, b"v", [], now - 86_400_000)])
     with seglog.Producer(store, linger_ms=0) as p:
         with pytest.raises(seglog.InvalidTimestampError, match="negative") as e:
@@ -79,15 +79,24 @@ def test_a_failed_delivery_raises_its_own_exception(store: seglog.Store) -> None
     store.create_topic("t")
     with seglog.Producer(store, linger_ms=60_000) as p:
         future = p.send("t", b"v" * 200, partition=0)
-        # The batch no longer fits a segment by the time it is appended.
-        store.alter_topic_config("t", {"segment.bytes": 100})
+        # The batch is over the limit by the time it is appended.
+        store.alter_topic_config("t", {"max.message.bytes": 100})
         p.flush(30)
         assert future.failed()
         err = future.exception
-        assert isinstance(err, seglog.RecordBatchTooLargeError), repr(err)
-        assert isinstance(err, seglog.RecordTooLargeError)
-        with pytest.raises(seglog.RecordBatchTooLargeError, match="segment.bytes = 100"):
+        assert type(err) is seglog.RecordTooLargeError, repr(err)
+        with pytest.raises(seglog.RecordTooLargeError, match=r"max\.message\.bytes = 100"):
             future.get(0)
+
+
+def test_a_client_batch_must_fit_a_segment(store: seglog.Store) -> None:
+    store.create_topic("t", config={"segment.bytes": 100})
+    big = one_batch(store, [b"v" * 200])
+    with pytest.raises(seglog.RecordBatchTooLargeError, match=r"segment\.bytes = 100") as e:
+        store.append_raw("t", 0, bytes(big))
+    assert isinstance(e.value, seglog.RecordTooLargeError)
+    # seglog's own appends give a large batch a segment of its own, as before.
+    assert store.append("t", 0, [b"v" * 200]) == (0, 0)
 
 
 def test_a_corrupt_checkpoint_names_the_file(store_path: Path) -> None:

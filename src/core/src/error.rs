@@ -75,19 +75,20 @@ impl Error {
     /// The Kafka error code a broker answers with for this error, where Kafka
     /// has one (`org.apache.kafka.common.protocol.Errors`).
     pub fn kafka_code(&self) -> Option<i16> {
+        use kafka_codes::*;
         Some(match self {
-            Error::Corrupt(_) => 2,                    // CORRUPT_MESSAGE
-            Error::OffsetOutOfRange { .. } => 1,       // OFFSET_OUT_OF_RANGE
-            Error::UnknownTopic(_) | Error::UnknownPartition { .. } => 3, // UNKNOWN_TOPIC_OR_PARTITION
-            Error::RecordTooLarge { .. } => 10,        // MESSAGE_TOO_LARGE
-            Error::InvalidTopic { .. } => 17,          // INVALID_TOPIC_EXCEPTION
-            Error::RecordBatchTooLarge(_) => 18,       // RECORD_LIST_TOO_LARGE
-            Error::InvalidTimestamp(_) => 32,          // INVALID_TIMESTAMP
-            Error::TopicExists(_) => 36,               // TOPIC_ALREADY_EXISTS
-            Error::InvalidConfig(_) => 40,             // INVALID_CONFIG
-            Error::UnsupportedCompression(_) => 76,    // UNSUPPORTED_COMPRESSION_TYPE
-            Error::InvalidRecord(_) => 87,             // INVALID_RECORD
-            Error::Io(_) | Error::IoAt { .. } | Error::CorruptFile { .. } => 56, // KAFKA_STORAGE_ERROR
+            Error::OffsetOutOfRange { .. } => OFFSET_OUT_OF_RANGE,
+            Error::Corrupt(_) => CORRUPT_MESSAGE,
+            Error::UnknownTopic(_) | Error::UnknownPartition { .. } => UNKNOWN_TOPIC_OR_PARTITION,
+            Error::RecordTooLarge { .. } => MESSAGE_TOO_LARGE,
+            Error::InvalidTopic { .. } => INVALID_TOPIC_EXCEPTION,
+            Error::RecordBatchTooLarge(_) => RECORD_LIST_TOO_LARGE,
+            Error::InvalidTimestamp(_) => INVALID_TIMESTAMP,
+            Error::TopicExists(_) => TOPIC_ALREADY_EXISTS,
+            Error::InvalidConfig(_) => INVALID_CONFIG,
+            Error::Io(_) | Error::IoAt { .. } | Error::CorruptFile { .. } => KAFKA_STORAGE_ERROR,
+            Error::UnsupportedCompression(_) => UNSUPPORTED_COMPRESSION_TYPE,
+            Error::InvalidRecord(_) => INVALID_RECORD,
             _ => return None,
         })
     }
@@ -104,7 +105,9 @@ impl Error {
             Error::Io(e) => Error::Io(io(e)),
             Error::IoAt { path, source } => Error::IoAt { path: path.clone(), source: io(source) },
             Error::Corrupt(c) => Error::Corrupt(c.clone()),
-            Error::InvalidTopic { name, reason } => Error::InvalidTopic { name: name.clone(), reason: reason.clone() },
+            Error::InvalidTopic { name, reason } => {
+                Error::InvalidTopic { name: name.clone(), reason: reason.clone() }
+            }
             Error::UnknownTopic(t) => Error::UnknownTopic(t.clone()),
             Error::TopicExists(t) => Error::TopicExists(t.clone()),
             Error::UnknownPartition { topic, partition, count } => {
@@ -129,7 +132,9 @@ impl Error {
             Error::InvalidTimestamp(m) => Error::InvalidTimestamp(m.clone()),
             Error::UnsupportedCompression(m) => Error::UnsupportedCompression(m.clone()),
             Error::RecordBatchTooLarge(m) => Error::RecordBatchTooLarge(m.clone()),
-            Error::CorruptFile { path, reason } => Error::CorruptFile { path: path.clone(), reason: reason.clone() },
+            Error::CorruptFile { path, reason } => {
+                Error::CorruptFile { path: path.clone(), reason: reason.clone() }
+            }
         }
     }
 
@@ -141,6 +146,23 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Kafka's error codes (`org.apache.kafka.common.protocol.Errors`), the ones
+/// seglog's errors stand for.
+pub mod kafka_codes {
+    pub const OFFSET_OUT_OF_RANGE: i16 = 1;
+    pub const CORRUPT_MESSAGE: i16 = 2;
+    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    pub const MESSAGE_TOO_LARGE: i16 = 10;
+    pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
+    pub const RECORD_LIST_TOO_LARGE: i16 = 18;
+    pub const INVALID_TIMESTAMP: i16 = 32;
+    pub const TOPIC_ALREADY_EXISTS: i16 = 36;
+    pub const INVALID_CONFIG: i16 = 40;
+    pub const KAFKA_STORAGE_ERROR: i16 = 56;
+    pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
+    pub const INVALID_RECORD: i16 = 87;
+}
 
 #[cfg(test)]
 #[path = "error_test.rs"]

@@ -114,8 +114,12 @@ impl LogConfig {
             "retention.ms" => self.retention_ms = int(key, value, -1, i64::MAX)?,
             "retention.bytes" => self.retention_bytes = int(key, value, -1, i64::MAX)?,
             "max.message.bytes" => self.max_message_bytes = int(key, value, 0, I32)? as usize,
-            "message.timestamp.before.max.ms" => self.message_timestamp_before_max_ms = int(key, value, 0, i64::MAX)?,
-            "message.timestamp.after.max.ms" => self.message_timestamp_after_max_ms = int(key, value, 0, i64::MAX)?,
+            "message.timestamp.before.max.ms" => {
+                self.message_timestamp_before_max_ms = int(key, value, 0, i64::MAX)?
+            }
+            "message.timestamp.after.max.ms" => {
+                self.message_timestamp_after_max_ms = int(key, value, 0, i64::MAX)?
+            }
             "file.delete.delay.ms" => self.file_delete_delay_ms = int(key, value, 0, i64::MAX)?,
             "delete.retention.ms" => self.delete_retention_ms = int(key, value, 0, i64::MAX)?,
             "min.cleanable.dirty.ratio" => {

@@ -187,15 +187,24 @@ impl PartitionLog {
                 // timestamp type or maxTimestamp.
                 set_create_time(bytes, max_ts);
             }
+            let max_timestamp = match RecordBatch::parse_header(bytes) {
+                Ok(b) => b.max_timestamp(),
+                Err(e) => {
+                    written = Err(e.into());
+                    break;
+                }
+            };
             let info = BatchInfo {
                 position: 0,
                 size: size as u64,
                 base_offset: next,
                 last_offset: next + i64::from(last_delta),
-                max_timestamp: RecordBatch::parse_header(bytes)?.max_timestamp(),
+                max_timestamp,
                 records: count,
             };
-            written = self.maybe_roll(&config, &info).and_then(|seg| seg.append(bytes, &info, config.index_interval_bytes));
+            written = self
+                .maybe_roll(&config, &info)
+                .and_then(|seg| seg.append(bytes, &info, config.index_interval_bytes));
             if written.is_err() {
                 break;
             }
@@ -213,7 +222,9 @@ impl PartitionLog {
                     self.sync_failed.store(true, Ordering::Release);
                     return Err(Error::IoAt {
                         path: self.dir.clone(),
-                        source: std::io::Error::other(format!("{e}; then cutting the failed append back failed: {cut}")),
+                        source: std::io::Error::other(format!(
+                            "{e}; then cutting the failed append back failed: {cut}"
+                        )),
                     });
                 }
             }

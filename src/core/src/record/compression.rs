@@ -118,11 +118,17 @@ impl Compression {
 
     /// A streaming decoder of a batch's records area that fails (with
     /// `ErrorKind::FileTooLarge`) once more than `limit` bytes come out.
-    pub fn reader<'a>(self, data: &'a [u8], limit: usize) -> Result<Limited<Box<dyn Read + 'a>>, CorruptBatch> {
+    pub fn reader<'a>(
+        self,
+        data: &'a [u8],
+        limit: usize,
+    ) -> Result<Limited<Box<dyn Read + 'a>>, CorruptBatch> {
         let inner: Box<dyn Read + 'a> = match self {
             Compression::None => Box::new(data),
             Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(data)),
-            Compression::Snappy => Box::new(XerialReader::new(data, limit).map_err(|e| self.decode_error(&e))?),
+            Compression::Snappy => {
+                Box::new(XerialReader::new(data, limit).map_err(|e| self.decode_error(&e))?)
+            }
             Compression::Lz4 => Box::new(lz4_flex::frame::FrameDecoder::new(data)),
             Compression::Zstd => {
                 Box::new(zstd::stream::read::Decoder::with_buffer(data).map_err(|e| self.decode_error(&e))?)
@@ -191,8 +197,14 @@ struct XerialReader<'a> {
 
 impl<'a> XerialReader<'a> {
     fn new(data: &'a [u8], limit: usize) -> std::io::Result<Self> {
-        let mut r =
-            XerialReader { data, pos: 0, block: Vec::new(), block_pos: 0, limit, dec: snap::raw::Decoder::new() };
+        let mut r = XerialReader {
+            data,
+            pos: 0,
+            block: Vec::new(),
+            block_pos: 0,
+            limit,
+            dec: snap::raw::Decoder::new(),
+        };
         if data.len() < XERIAL_HEADER_LEN || data[..8] != XERIAL_MAGIC {
             r.fill(data)?;
             r.pos = data.len();
@@ -203,7 +215,8 @@ impl<'a> XerialReader<'a> {
     }
 
     fn fill(&mut self, block: &[u8]) -> std::io::Result<()> {
-        let invalid = |e: &dyn std::fmt::Display| std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string());
+        let invalid =
+            |e: &dyn std::fmt::Display| std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string());
         let n = snap::raw::decompress_len(block).map_err(|e| invalid(&e))?;
         if n > self.limit {
             return Err(too_large(self.limit));

@@ -42,13 +42,14 @@ pub enum InvalidBatch {
 impl InvalidBatch {
     /// Kafka's error code (`org.apache.kafka.common.protocol.Errors`).
     pub fn kafka_code(&self) -> i16 {
+        use crate::error::kafka_codes::*;
         match self {
-            InvalidBatch::Corrupt(_) => 2,
-            InvalidBatch::MessageTooLarge { .. } => 10,
-            InvalidBatch::RecordListTooLarge(_) => 18,
-            InvalidBatch::InvalidTimestamp(_) => 32,
-            InvalidBatch::UnsupportedCompression(_) => 76,
-            InvalidBatch::InvalidRecord(_) => 87,
+            InvalidBatch::Corrupt(_) => CORRUPT_MESSAGE,
+            InvalidBatch::MessageTooLarge { .. } => MESSAGE_TOO_LARGE,
+            InvalidBatch::RecordListTooLarge(_) => RECORD_LIST_TOO_LARGE,
+            InvalidBatch::InvalidTimestamp(_) => INVALID_TIMESTAMP,
+            InvalidBatch::UnsupportedCompression(_) => UNSUPPORTED_COMPRESSION_TYPE,
+            InvalidBatch::InvalidRecord(_) => INVALID_RECORD,
         }
     }
 }
@@ -116,6 +117,7 @@ impl BatchRules<'_> {
             other => InvalidBatch::Corrupt(other),
         })?;
         self.size_rule(&b)?;
+        self.segment_rule(&b)?;
         b.check_crc().map_err(InvalidBatch::Corrupt)?;
         let attrs = b.attributes();
         let codec = Compression::from_id((attrs & 0x07) as u8)
@@ -153,7 +155,12 @@ impl BatchRules<'_> {
     }
 
     /// The one streaming pass over the records.
-    fn check_records(&self, src: &mut impl Source, b: &RecordBatch<'_>, now: i64) -> Result<i64, InvalidBatch> {
+    fn check_records(
+        &self,
+        src: &mut impl Source,
+        b: &RecordBatch<'_>,
+        now: i64,
+    ) -> Result<i64, InvalidBatch> {
         let count = b.records_count();
         let base_ts = b.base_timestamp();
         let mut max_ts = NO_TIMESTAMP;
@@ -185,7 +192,9 @@ impl BatchRules<'_> {
             for _ in 0..headers {
                 let k = varint(src)?;
                 if k < 0 {
-                    return Err(invalid(format!("record {i} has a header with a null or negative key length")));
+                    return Err(invalid(format!(
+                        "record {i} has a header with a null or negative key length"
+                    )));
                 }
                 bounded_skip(src, k as usize, end, true, "header key")?;
                 field(src, end, "header value")?;
@@ -247,6 +256,12 @@ impl BatchRules<'_> {
         if b.size() > self.max_batch_bytes {
             return Err(InvalidBatch::MessageTooLarge { size: b.size(), max: self.max_batch_bytes });
         }
+        Ok(())
+    }
+
+    /// Kafka refuses a client's batch that cannot fit a segment. (seglog's own
+    /// appends give such a batch a segment of its own instead.)
+    fn segment_rule(&self, b: &RecordBatch<'_>) -> Result<(), InvalidBatch> {
         if b.size() as u64 > self.segment_bytes {
             return Err(InvalidBatch::RecordListTooLarge(format!(
                 "a batch of {} bytes cannot fit a segment of segment.bytes = {}",
@@ -361,7 +376,10 @@ impl<R: Read> StreamSource<R> {
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
-                    return Err(InvalidBatch::RecordListTooLarge(format!("{} batch: {e}", self.codec.name())));
+                    return Err(InvalidBatch::RecordListTooLarge(format!(
+                        "{} batch: {e}",
+                        self.codec.name()
+                    )));
                 }
                 Err(e) => {
                     return Err(InvalidBatch::Corrupt(CorruptBatch::Decompress(format!(
@@ -463,7 +481,13 @@ fn varint(src: &mut impl Source) -> Result<i32, InvalidBatch> {
 }
 
 /// Skips `n` bytes that must end within the record (at `end`).
-fn bounded_skip(src: &mut impl Source, n: usize, end: u64, utf8: bool, what: &str) -> Result<(), InvalidBatch> {
+fn bounded_skip(
+    src: &mut impl Source,
+    n: usize,
+    end: u64,
+    utf8: bool,
+    what: &str,
+) -> Result<(), InvalidBatch> {
     if src.consumed().saturating_add(n as u64) > end {
         return Err(invalid(format!("a {what} of {n} bytes runs past the end of its record")));
     }

@@ -73,7 +73,8 @@ fn code_with(r: &BatchRules<'_>, buf: &[u8]) -> i16 {
 
 #[test]
 fn good_batches_pass_in_every_codec() {
-    for c in [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd] {
+    for c in [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd]
+    {
         let b = three(c);
         let (batch, valid) = rules().validate_client_batch(&b, NOW).unwrap();
         assert_eq!(valid, ValidBatch { records: 3, max_timestamp: NOW + 2 }, "{c:?}");

@@ -59,7 +59,10 @@ impl Store {
                     let Some(store) = weak.upgrade() else { return };
                     for p in store.all_partitions() {
                         if let Err(e) = p.flush_if_due() {
-                            store.note_maintenance_error(&format!("flush of {}-{}", p.topic(), p.partition()), &e);
+                            store.note_maintenance_error(
+                                &format!("flush of {}-{}", p.topic(), p.partition()),
+                                &e,
+                            );
                         }
                     }
                     if last.elapsed() >= interval {
@@ -83,7 +86,8 @@ impl Store {
         if matches!(e, Error::Closed) || self.is_closed() {
             return;
         }
-        *self.maintenance_error.lock() = Some(format!("{what} failed at {} ms since the epoch: {e}", now_ms()));
+        *self.maintenance_error.lock() =
+            Some(format!("{what} failed at {} ms since the epoch: {e}", now_ms()));
     }
 
     /// The last failure of the background maintenance thread, if any: kept

@@ -100,7 +100,8 @@ fn internal_topics_refuse_user_writes_but_take_offset_commits() {
     use crate::group::{self, OFFSETS_TOPIC};
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), &none(), false).unwrap();
-    let internal = |r: Result<()>| matches!(r, Err(Error::InvalidTopic { ref name, .. }) if name == OFFSETS_TOPIC);
+    let internal =
+        |r: Result<()>| matches!(r, Err(Error::InvalidTopic { ref name, .. }) if name == OFFSETS_TOPIC);
     assert!(internal(store.topic_or_create(OFFSETS_TOPIC).map(|_| ())), "never auto-created by a user");
     let mut commits = group::CommittedOffsets::new();
     commits.insert(("t".to_string(), 0), (7, "m".to_string()));
@@ -120,10 +121,11 @@ fn internal_topics_refuse_user_writes_but_take_offset_commits() {
 #[test]
 fn the_maintenance_thread_keeps_its_last_error() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg: BTreeMap<String, String> = [("log.retention.check.interval.ms", "1"), ("log.cleaner.enable", "true")]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+    let cfg: BTreeMap<String, String> =
+        [("log.retention.check.interval.ms", "1"), ("log.cleaner.enable", "true")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
     let store = Store::open(dir.path(), &cfg, false).unwrap();
     assert_eq!(store.last_maintenance_error(), None);
     let overrides: BTreeMap<String, String> =
