@@ -138,7 +138,8 @@ def test_consumer_offsets_topic_is_compacted(store: seglog.Store) -> None:
     assert store.describe("__consumer_offsets").config["cleanup.policy"] == "compact"
     before = store.describe("__consumer_offsets").partitions[0]
     store.alter_topic_config("__consumer_offsets", {"segment.bytes": 1024})
-    store.append("__consumer_offsets", 0, [(b"\x00\x09roll-only", None)])
+    with seglog.Consumer(store, "t", group_id="roll", enable_auto_commit=False) as roll:
+        roll.commit({("t", 0): 1})  # rolls the segment, so the old one can be cleaned
     store.clean_topic("__consumer_offsets")
     after = store.describe("__consumer_offsets").partitions[0]
     assert after.size_bytes < before.size_bytes

@@ -23,13 +23,16 @@ from ._producer import Producer
 from ._store import PartitionDescription, RecordInput, Store, TopicDescription, open
 from .errors import (
     ClientClosedError,
+    CorruptFileError,
     CorruptRecordError,
     InvalidConfigError,
     InvalidRecordError,
+    InvalidTimestampError,
     InvalidTopicError,
     NoOffsetForPartitionError,
     OffsetOutOfRangeError,
     ReadOnlyStoreError,
+    RecordBatchTooLargeError,
     RecordTooLargeError,
     SeglogError,
     SeglogTimeoutError,
@@ -37,6 +40,7 @@ from .errors import (
     StoreLockedError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
+    UnsupportedCompressionTypeError,
 )
 
 __all__ = [
@@ -74,4 +78,8 @@ __all__ = [
     "ClientClosedError",
     "SeglogTimeoutError",
     "NoOffsetForPartitionError",
+    "CorruptFileError",
+    "InvalidTimestampError",
+    "UnsupportedCompressionTypeError",
+    "RecordBatchTooLargeError",
 ]

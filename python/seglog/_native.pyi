@@ -83,7 +83,8 @@ class Store:
     def topics(self) -> list[str]: ...
     def partition_count(self, topic: str) -> int: ...
     def describe(self, name: str) -> dict[str, Any]:
-        """A dict: name, topic_id, partitions (list of dicts), config, overrides."""
+        """A dict: name, topic_id, partitions (list of dicts), config, overrides,
+        last_maintenance_error."""
     def partition_for_key(self, topic: str, key: bytes) -> int:
         """Kafka's default partitioner: murmur2(key) mod the topic's partition count."""
     def append(

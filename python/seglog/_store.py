@@ -49,6 +49,9 @@ class TopicDescription:
     config: dict[str, str] = field(default_factory=dict)
     #: Only the keys set for this topic.
     overrides: dict[str, str] = field(default_factory=dict)
+    #: The last failure of the store's background maintenance (retention, cleaning,
+    #: time-based flushes), with when it happened; ``None`` if it never failed.
+    last_maintenance_error: str | None = None
 
 
 def _kafka_names(config: Mapping[str, ConfigValue]) -> dict[str, ConfigValue]:
@@ -233,7 +236,9 @@ class Store:
         return None if r is None else (Path(r[0]), r[1], r[2])
 
     def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> tuple[int, int] | None:
-        """``(offset, timestamp)`` of the first record with timestamp >= ``timestamp_ms``."""
+        """``(offset, timestamp)`` of the first record with timestamp >= ``timestamp_ms``, or
+        ``None`` if there is none. As in Kafka's ListOffsets, ``-1`` gives ``(log end offset,
+        -1)`` and ``-2`` ``(log start offset, -1)``; other negatives raise ``ValueError``."""
         return self._native.offset_for_time(topic, partition, timestamp_ms)
 
     def offsets(self, topic: str, partition: int) -> tuple[int, int]:
@@ -259,7 +264,8 @@ class Store:
     def delete_records(self, topic: str, partition: int, before_offset: int) -> None:
         """Move the log start offset to ``before_offset`` (Kafka's DeleteRecords):
         records before it are no longer served; whole segments go at the next
-        maintenance run."""
+        maintenance run. ``-1`` means the high watermark (everything); other
+        negatives raise ``ValueError``. Internal topics refuse it."""
         self._native.delete_records(topic, partition, before_offset)
 
     def flush(self) -> None:

@@ -25,6 +25,10 @@ __all__ = [
     "SeglogTimeoutError",
     "NoOffsetForPartitionError",
     "InvalidRecordError",
+    "InvalidTimestampError",
+    "UnsupportedCompressionTypeError",
+    "RecordBatchTooLargeError",
+    "CorruptFileError",
 ]
 
 
@@ -34,6 +38,13 @@ class SeglogError(Exception):
 
 class CorruptRecordError(SeglogError):
     """A record batch failed validation (size, magic, CRC-32C or record layout)."""
+
+
+class CorruptFileError(CorruptRecordError):
+    """A file the store wrote itself (a checkpoint, a topic file) is damaged on disk.
+    ``filename`` names it."""
+
+    filename: str | None = None
 
 
 class InvalidTopicError(SeglogError, ValueError):
@@ -86,3 +97,18 @@ class NoOffsetForPartitionError(SeglogError):
 
 class InvalidRecordError(SeglogError, ValueError):
     """A record the topic cannot take, e.g. one without a key on a compacted topic."""
+
+
+class InvalidTimestampError(SeglogError, ValueError):
+    """A record's timestamp is negative, or further from the append time than the topic's
+    ``message.timestamp.before.max.ms`` / ``message.timestamp.after.max.ms`` allow
+    (Kafka's INVALID_TIMESTAMP)."""
+
+
+class UnsupportedCompressionTypeError(SeglogError, ValueError):
+    """A batch names a codec Kafka does not define (Kafka's UNSUPPORTED_COMPRESSION_TYPE)."""
+
+
+class RecordBatchTooLargeError(RecordTooLargeError):
+    """A batch larger than the topic's ``segment.bytes``, or whose records expand past the
+    decompression bound (Kafka's RECORD_LIST_TOO_LARGE)."""

@@ -3,7 +3,8 @@
 //! as ValueError) is defined and documented in Python.
 
 use pyo3::exceptions::{PyOSError, PyValueError};
-use pyo3::PyErr;
+use pyo3::types::PyAnyMethods;
+use pyo3::{PyErr, Python};
 
 use seglog_core::error::Error;
 
@@ -21,6 +22,10 @@ pyo3::import_exception!(seglog.errors, StoreClosedError);
 pyo3::import_exception!(seglog.errors, ClientClosedError);
 pyo3::import_exception!(seglog.errors, InvalidRecordError);
 pyo3::import_exception!(seglog.errors, SeglogTimeoutError);
+pyo3::import_exception!(seglog.errors, InvalidTimestampError);
+pyo3::import_exception!(seglog.errors, UnsupportedCompressionTypeError);
+pyo3::import_exception!(seglog.errors, RecordBatchTooLargeError);
+pyo3::import_exception!(seglog.errors, CorruptFileError);
 
 /// A Python exception on its way out of a binding: from the core's `Error`
 /// (mapped below) or already a `PyErr`. Binding methods return `PyResult`
@@ -80,6 +85,16 @@ pub fn to_py(e: Error) -> PyErr {
             Error::Timeout(..) => SeglogTimeoutError::new_err(msg),
             Error::InvalidArgument(_) => PyValueError::new_err(msg),
             Error::InvalidRecord(_) => InvalidRecordError::new_err(msg),
+            Error::InvalidTimestamp(_) => InvalidTimestampError::new_err(msg),
+            Error::UnsupportedCompression(_) => UnsupportedCompressionTypeError::new_err(msg),
+            Error::RecordBatchTooLarge(_) => RecordBatchTooLargeError::new_err(msg),
+            Error::CorruptFile { path, .. } => {
+                let e = CorruptFileError::new_err(msg);
+                Python::attach(|py| {
+                    let _ = e.value(py).setattr("filename", path.display().to_string());
+                });
+                e
+            }
         }
     }
 }

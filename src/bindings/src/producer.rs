@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
-use super::errors::{to_py, SeglogError};
+use super::errors::to_py;
 use super::store::Store;
 use seglog_core::client::producer::{
     Acks, DeliveryCell, DeliveryResult, Producer as CoreProducer, ProducerConfig, SendOutcome,
@@ -91,19 +91,9 @@ fn metadata(
 }
 
 fn clone_error(e: &Arc<Error>) -> PyErr {
-    // Errors are shared by every record of a batch; each raise gets its own copy.
-    match &**e {
-        Error::IoAt { path, source } => to_py(Error::IoAt {
-            path: path.clone(),
-            source: source.raw_os_error().map_or_else(
-                || std::io::Error::new(source.kind(), source.to_string()),
-                std::io::Error::from_raw_os_error,
-            ),
-        }),
-        Error::RecordTooLarge { size, max } => to_py(Error::RecordTooLarge { size: *size, max: *max }),
-        Error::Closed => to_py(Error::Closed),
-        other => SeglogError::new_err(other.to_string()),
-    }
+    // Errors are shared by every record of a batch; each raise gets its own copy,
+    // mapped like any other core error.
+    to_py(e.duplicate())
 }
 
 #[pymethods]

@@ -173,6 +173,7 @@ impl Store {
         out.set_item("partitions", parts)?;
         out.set_item("config", d.config)?;
         out.set_item("overrides", d.overrides)?;
+        out.set_item("last_maintenance_error", d.last_maintenance_error)?;
         Ok(out)
     }
 
@@ -219,7 +220,7 @@ impl Store {
                     headers: h,
                 })
                 .collect();
-            t.partition(partition)?.append_records(&recs, codec, durable)
+            t.partition(partition)?.append_records(&recs, codec, durable, AppendOrigin::Client)
         })?;
         Ok((info.base_offset, info.last_offset))
     }

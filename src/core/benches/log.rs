@@ -26,7 +26,7 @@ fn batch() -> Vec<u8> {
             headers: &[],
         });
     }
-    b.build()
+    ok(b.build(), "build a batch")
 }
 
 /// A benchmark whose set-up fails has nothing to measure: it stops, saying why.

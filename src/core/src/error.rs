@@ -62,9 +62,85 @@ pub enum Error {
     InvalidArgument(String),
     #[error("invalid record: {0}")]
     InvalidRecord(String),
+    #[error("invalid timestamp: {0}")]
+    InvalidTimestamp(String),
+    #[error("unsupported compression: {0}")]
+    UnsupportedCompression(String),
+    #[error("record batch too large: {0}")]
+    RecordBatchTooLarge(String),
+    /// A store file seglog wrote (checkpoint, topic file) that does not parse:
+    /// damage on disk, not a caller's mistake.
+    #[error("corrupt file {path}: {reason}")]
+    CorruptFile { path: PathBuf, reason: String },
 }
 
 impl Error {
+    /// The Kafka error code a broker answers with for this error, where Kafka
+    /// has one (`org.apache.kafka.common.protocol.Errors`).
+    pub fn kafka_code(&self) -> Option<i16> {
+        use kafka_codes::*;
+        Some(match self {
+            Error::OffsetOutOfRange { .. } => OFFSET_OUT_OF_RANGE,
+            Error::Corrupt(_) => CORRUPT_MESSAGE,
+            Error::UnknownTopic(_) | Error::UnknownPartition { .. } => UNKNOWN_TOPIC_OR_PARTITION,
+            Error::RecordTooLarge { .. } => MESSAGE_TOO_LARGE,
+            Error::InvalidTopic { .. } => INVALID_TOPIC_EXCEPTION,
+            Error::RecordBatchTooLarge(_) => RECORD_LIST_TOO_LARGE,
+            Error::InvalidTimestamp(_) => INVALID_TIMESTAMP,
+            Error::TopicExists(_) => TOPIC_ALREADY_EXISTS,
+            Error::InvalidConfig(_) => INVALID_CONFIG,
+            Error::Io(_) | Error::IoAt { .. } | Error::CorruptFile { .. } => KAFKA_STORAGE_ERROR,
+            Error::UnsupportedCompression(_) => UNSUPPORTED_COMPRESSION_TYPE,
+            Error::InvalidRecord(_) => INVALID_RECORD,
+            _ => return None,
+        })
+    }
+
+    /// A copy of this error, variant and message alike (an I/O error keeps its
+    /// errno), for an error shared by many waiters (every record of a failed
+    /// batch raises its own).
+    pub fn duplicate(&self) -> Error {
+        let io = |e: &io::Error| match e.raw_os_error() {
+            Some(errno) => io::Error::from_raw_os_error(errno),
+            None => io::Error::new(e.kind(), e.to_string()),
+        };
+        match self {
+            Error::Io(e) => Error::Io(io(e)),
+            Error::IoAt { path, source } => Error::IoAt { path: path.clone(), source: io(source) },
+            Error::Corrupt(c) => Error::Corrupt(c.clone()),
+            Error::InvalidTopic { name, reason } => {
+                Error::InvalidTopic { name: name.clone(), reason: reason.clone() }
+            }
+            Error::UnknownTopic(t) => Error::UnknownTopic(t.clone()),
+            Error::TopicExists(t) => Error::TopicExists(t.clone()),
+            Error::UnknownPartition { topic, partition, count } => {
+                Error::UnknownPartition { topic: topic.clone(), partition: *partition, count: *count }
+            }
+            Error::InvalidConfig(m) => Error::InvalidConfig(m.clone()),
+            Error::RecordTooLarge { size, max } => Error::RecordTooLarge { size: *size, max: *max },
+            Error::OffsetOutOfRange { topic, partition, offset, start, end } => Error::OffsetOutOfRange {
+                topic: topic.clone(),
+                partition: *partition,
+                offset: *offset,
+                start: *start,
+                end: *end,
+            },
+            Error::StoreLocked { path, pid } => Error::StoreLocked { path: path.clone(), pid: pid.clone() },
+            Error::ReadOnly(what) => Error::ReadOnly(what),
+            Error::Closed => Error::Closed,
+            Error::ClientClosed(what) => Error::ClientClosed(what),
+            Error::Timeout(ms, what) => Error::Timeout(*ms, what.clone()),
+            Error::InvalidArgument(m) => Error::InvalidArgument(m.clone()),
+            Error::InvalidRecord(m) => Error::InvalidRecord(m.clone()),
+            Error::InvalidTimestamp(m) => Error::InvalidTimestamp(m.clone()),
+            Error::UnsupportedCompression(m) => Error::UnsupportedCompression(m.clone()),
+            Error::RecordBatchTooLarge(m) => Error::RecordBatchTooLarge(m.clone()),
+            Error::CorruptFile { path, reason } => {
+                Error::CorruptFile { path: path.clone(), reason: reason.clone() }
+            }
+        }
+    }
+
     /// Attaches a path to a bare I/O error, so messages name the file involved.
     pub fn at(path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> Error {
         let path = path.into();
@@ -73,3 +149,24 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Kafka's error codes (`org.apache.kafka.common.protocol.Errors`), the ones
+/// seglog's errors stand for.
+pub mod kafka_codes {
+    pub const OFFSET_OUT_OF_RANGE: i16 = 1;
+    pub const CORRUPT_MESSAGE: i16 = 2;
+    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    pub const MESSAGE_TOO_LARGE: i16 = 10;
+    pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
+    pub const RECORD_LIST_TOO_LARGE: i16 = 18;
+    pub const INVALID_TIMESTAMP: i16 = 32;
+    pub const TOPIC_ALREADY_EXISTS: i16 = 36;
+    pub const INVALID_CONFIG: i16 = 40;
+    pub const KAFKA_STORAGE_ERROR: i16 = 56;
+    pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
+    pub const INVALID_RECORD: i16 = 87;
+}
+
+#[cfg(test)]
+#[path = "error_test.rs"]
+mod tests;

@@ -103,8 +103,9 @@ pub fn read_offsets(path: &Path) -> Result<BTreeMap<(String, i32), i64>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
         Err(e) => return Err(Error::at(path)(e)),
     };
-    let bad = |line: usize, why: &str| {
-        Error::InvalidArgument(format!("malformed checkpoint {} line {line}: {why}", path.display()))
+    let bad = |line: usize, why: &str| Error::CorruptFile {
+        path: path.to_owned(),
+        reason: format!("malformed checkpoint, line {line}: {why}"),
     };
     let mut lines = text.lines();
     if lines.next().map(str::trim) != Some("0") {

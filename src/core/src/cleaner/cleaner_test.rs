@@ -25,7 +25,7 @@ fn put(log: &PartitionLog, key: &str, value: Option<&str>) {
         value: value.map(str::as_bytes),
         headers: &[],
     });
-    log.append_as_leader(b.build(), AppendOrigin::Embedded).unwrap();
+    log.append_as_leader(b.build().unwrap(), AppendOrigin::Embedded).unwrap();
 }
 
 /// (offset, key, value) of every record, in order.

@@ -272,7 +272,7 @@ fn filter_batch<'b>(
             &NewRecord { timestamp: ts, key: r.key, value: r.value, headers: &r.headers },
         );
     }
-    Ok(Some(Cow::Owned(builder.build())))
+    Ok(Some(Cow::Owned(builder.build()?)))
 }
 
 #[cfg(test)]

@@ -267,6 +267,9 @@ impl Producer {
         if let Some(t) = self.topics.read().get(name) {
             return Ok(t.clone());
         }
+        if crate::log::is_internal_topic(name) {
+            return Err(crate::log::internal_topic_error(name, "producing"));
+        }
         let t = self.store.topic_or_create(name)?;
         let entry = (Arc::<str>::from(name), t);
         self.topics.write().insert(name.to_string(), entry.clone());
@@ -312,7 +315,15 @@ impl Producer {
         if key.is_none() {
             t.partition(0)?.check_key(None)?;
         }
-        let timestamp = timestamp.unwrap_or_else(now_ms);
+        let now = now_ms();
+        let timestamp = match timestamp {
+            Some(ts) => {
+                check_send_timestamp(ts)?;
+                t.partition(0)?.check_timestamp(ts, now)?;
+                ts
+            }
+            None => now,
+        };
         let mut acc = self.shared.acc.lock();
         if acc.closing {
             // close() ran since the check above: no sender is left for this record.
@@ -401,6 +412,7 @@ impl Producer {
             limit,
             open: (0..n).map(|_| None).collect(),
             done: Vec::new(),
+            checked_timestamp: None,
         })
     }
 
@@ -513,6 +525,8 @@ pub struct BatchSink<'p> {
     open: Vec<Option<BatchBuilder>>,
     done: Vec<(i32, BatchBuilder)>,
     sticky: StickyPartitioner,
+    /// The last timestamp found good (a bulk send gives many records one).
+    checked_timestamp: Option<i64>,
 }
 
 impl BatchSink<'_> {
@@ -534,6 +548,11 @@ impl BatchSink<'_> {
         };
         if rec.key.is_none() {
             self.topic.partition(partition)?.check_key(None)?;
+        }
+        if self.checked_timestamp != Some(rec.timestamp) {
+            check_send_timestamp(rec.timestamp)?;
+            self.topic.partition(partition)?.check_timestamp(rec.timestamp, now_ms())?;
+            self.checked_timestamp = Some(rec.timestamp);
         }
         let size = rec.value.map_or(0, <[u8]>::len)
             + rec.key.map_or(0, <[u8]>::len)
@@ -595,6 +614,17 @@ impl BatchSink<'_> {
     }
 }
 
+/// A producer's record has a timestamp >= 0 or none at all (Kafka's
+/// `ProducerRecord` rule), whatever the topic's timestamp type.
+fn check_send_timestamp(ts: i64) -> Result<()> {
+    if ts < 0 {
+        return Err(Error::InvalidTimestamp(format!(
+            "timestamp {ts} is negative: give a time in ms since the epoch (>= 0), or None for now"
+        )));
+    }
+    Ok(())
+}
+
 fn sender_loop(shared: &Shared) {
     let linger = shared.config.linger;
     loop {
@@ -644,7 +674,7 @@ fn sender_loop(shared: &Shared) {
         let mut freed = 0;
         for b in batch {
             freed += b.bytes;
-            let r = b.log.append_as_leader(b.builder.build(), AppendOrigin::Embedded);
+            let r = b.builder.build().and_then(|buf| b.log.append_as_leader(buf, AppendOrigin::Embedded));
             match r {
                 Ok(info) => {
                     let idx = done.len();

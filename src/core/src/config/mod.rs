@@ -27,6 +27,9 @@ pub struct LogConfig {
     pub retention_bytes: i64,
     pub cleanup_policy: CleanupPolicy,
     pub message_timestamp_type: TimestampType,
+    /// How far before / after the append time a CreateTime timestamp may be.
+    pub message_timestamp_before_max_ms: i64,
+    pub message_timestamp_after_max_ms: i64,
     pub max_message_bytes: usize,
     pub file_delete_delay_ms: i64,
     pub delete_retention_ms: i64,
@@ -46,6 +49,8 @@ impl Default for LogConfig {
             retention_bytes: -1,
             cleanup_policy: CleanupPolicy { delete: true, compact: false },
             message_timestamp_type: TimestampType::CreateTime,
+            message_timestamp_before_max_ms: i64::MAX,
+            message_timestamp_after_max_ms: i64::MAX,
             max_message_bytes: 1_048_588,
             file_delete_delay_ms: 60_000,
             delete_retention_ms: DAY_MS,
@@ -63,6 +68,8 @@ pub const TOPIC_KEYS: &[&str] = &[
     "flush.ms",
     "index.interval.bytes",
     "max.message.bytes",
+    "message.timestamp.after.max.ms",
+    "message.timestamp.before.max.ms",
     "message.timestamp.type",
     "min.cleanable.dirty.ratio",
     "retention.bytes",
@@ -107,6 +114,12 @@ impl LogConfig {
             "retention.ms" => self.retention_ms = int(key, value, -1, i64::MAX)?,
             "retention.bytes" => self.retention_bytes = int(key, value, -1, i64::MAX)?,
             "max.message.bytes" => self.max_message_bytes = int(key, value, 0, I32)? as usize,
+            "message.timestamp.before.max.ms" => {
+                self.message_timestamp_before_max_ms = int(key, value, 0, i64::MAX)?
+            }
+            "message.timestamp.after.max.ms" => {
+                self.message_timestamp_after_max_ms = int(key, value, 0, i64::MAX)?
+            }
             "file.delete.delay.ms" => self.file_delete_delay_ms = int(key, value, 0, i64::MAX)?,
             "delete.retention.ms" => self.delete_retention_ms = int(key, value, 0, i64::MAX)?,
             "min.cleanable.dirty.ratio" => {
@@ -174,6 +187,8 @@ impl LogConfig {
             ("flush.ms", self.flush_ms.to_string()),
             ("index.interval.bytes", self.index_interval_bytes.to_string()),
             ("max.message.bytes", self.max_message_bytes.to_string()),
+            ("message.timestamp.after.max.ms", self.message_timestamp_after_max_ms.to_string()),
+            ("message.timestamp.before.max.ms", self.message_timestamp_before_max_ms.to_string()),
             ("message.timestamp.type", ts.to_string()),
             ("min.cleanable.dirty.ratio", self.min_cleanable_dirty_ratio.to_string()),
             ("retention.bytes", self.retention_bytes.to_string()),

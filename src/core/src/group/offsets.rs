@@ -6,6 +6,7 @@ use super::{offsets_partition, OffsetCommitKey, OffsetCommitValue, OFFSETS_TOPIC
 use crate::client::fetch::read_batches;
 use crate::clock::now_ms;
 use crate::error::{Error, Result};
+use crate::log::AppendOrigin;
 use crate::record::batch::NO_TIMESTAMP;
 use crate::record::parse_records;
 use crate::record::{Compression, NewRecord};
@@ -97,6 +98,6 @@ pub fn commit(store: &Store, group: &str, offsets: &CommittedOffsets) -> Result<
         .iter()
         .map(|(k, v)| NewRecord { timestamp: NO_TIMESTAMP, key: Some(k), value: Some(v), headers: &[] })
         .collect();
-    log.append_records(&records, Compression::None, true)?;
+    log.append_records(&records, Compression::None, true, AppendOrigin::Coordinator)?;
     Ok(())
 }

@@ -9,9 +9,12 @@ use super::{PartitionLog, LEADER_EPOCH};
 use crate::clock::now_ms;
 use crate::config::LogConfig;
 use crate::error::{Error, Result};
-use crate::record::batch::{set_base_offset, set_log_append_time, set_partition_leader_epoch, NO_TIMESTAMP};
+use crate::record::batch::{
+    set_base_offset, set_create_time, set_log_append_time, set_partition_leader_epoch, NO_TIMESTAMP,
+};
+use crate::record::compression::MAX_UNCOMPRESSED_BATCH_BYTES;
 use crate::record::validator::BatchRules;
-use crate::record::{build_batches, BatchIter, Compression, NewRecord, RecordBatch, TimestampType};
+use crate::record::{build_batches, Compression, NewRecord, RecordBatch, TimestampType};
 use crate::segment::{BatchInfo, Segment, SegmentMode};
 
 /// Where an append landed.
@@ -30,9 +33,32 @@ pub struct AppendInfo {
 pub enum AppendOrigin {
     /// A client or a file: every batch is CRC-checked and validated.
     Client,
-    /// seglog's own producer or offsets store in this process: well formed by
-    /// construction; only the size bound is checked.
+    /// seglog's own producer in this process: well formed by construction;
+    /// only the size bound is checked.
     Embedded,
+    /// seglog's group coordinator writing `__consumer_offsets`: built by seglog
+    /// like `Embedded`, and the only origin an internal topic accepts (Kafka's
+    /// `AppendOrigin.COORDINATOR`).
+    Coordinator,
+}
+
+/// Kafka's internal topics: written only by their coordinators, never by a
+/// client (Kafka's `Topic.isInternal`).
+pub const INTERNAL_TOPICS: &[&str] = &["__consumer_offsets", "__transaction_state"];
+
+pub fn is_internal_topic(name: &str) -> bool {
+    INTERNAL_TOPICS.contains(&name)
+}
+
+/// The error for a user's write to an internal topic.
+pub fn internal_topic_error(name: &str, what: &str) -> Error {
+    Error::InvalidTopic {
+        name: name.to_string(),
+        reason: format!(
+            "{what} is not allowed on an internal topic: it is written only by seglog's group \
+             coordinator (commit offsets through a Consumer)"
+        ),
+    }
 }
 
 impl PartitionLog {
@@ -40,8 +66,23 @@ impl PartitionLog {
         BatchRules {
             topic: &self.topic,
             max_batch_bytes: config.max_message_bytes,
+            segment_bytes: config.segment_bytes,
             compacted: config.cleanup_policy.compact,
+            timestamp_type: config.message_timestamp_type,
+            timestamp_before_max_ms: config.message_timestamp_before_max_ms,
+            timestamp_after_max_ms: config.message_timestamp_after_max_ms,
+            max_uncompressed_bytes: MAX_UNCOMPRESSED_BATCH_BYTES,
         }
+    }
+
+    /// Checks a record's timestamp as the topic's `message.timestamp.*` rules
+    /// say (a LogAppendTime topic replaces it, so anything goes there).
+    pub fn check_timestamp(&self, timestamp: i64, now: i64) -> Result<()> {
+        let config = self.config();
+        if config.message_timestamp_type == TimestampType::LogAppendTime {
+            return Ok(());
+        }
+        Ok(self.rules(&config).check_timestamp(timestamp, now)?)
     }
 
     /// Refuses a keyless record for a compacted topic (Kafka's rule).
@@ -51,22 +92,26 @@ impl PartitionLog {
 
     /// Encodes `records` into batches and appends them; a record whose timestamp
     /// is `NO_TIMESTAMP` gets the time of the append. With `durable`, returns once
-    /// they are fsynced.
+    /// they are fsynced. `origin` says who asks (the batches are seglog's own).
     pub fn append_records(
         &self,
         records: &[NewRecord<'_>],
         compression: Compression,
         durable: bool,
+        origin: AppendOrigin,
     ) -> Result<AppendInfo> {
         if records.is_empty() {
             return Err(Error::InvalidArgument("records is empty: nothing to append".into()));
         }
         let config = self.config();
         let rules = self.rules(&config);
+        let now = now_ms();
         for r in records {
             rules.check_key(r.key)?;
+            if config.message_timestamp_type == TimestampType::CreateTime {
+                rules.check_timestamp(r.timestamp, now)?;
+            }
         }
-        let now = now_ms();
         let stamped: Vec<NewRecord<'_>>;
         let records = if records.iter().any(|r| r.timestamp == NO_TIMESTAMP) {
             stamped = records
@@ -81,8 +126,9 @@ impl PartitionLog {
             records
         };
         let max = config.max_message_bytes.min(1 << 20);
-        let buf = build_batches(records, compression, TimestampType::CreateTime, max);
-        let info = self.append_as_leader(buf, AppendOrigin::Embedded)?;
+        let buf = build_batches(records, compression, TimestampType::CreateTime, max)?;
+        let origin = if origin == AppendOrigin::Client { AppendOrigin::Embedded } else { origin };
+        let info = self.append_as_leader(buf, origin)?;
         if durable {
             self.wait_durable(info.last_offset + 1)?;
         }
@@ -90,29 +136,34 @@ impl PartitionLog {
     }
 
     /// Appends the batches in `buf` (back to back) as the partition's leader:
-    /// offsets, leader epoch and (for LogAppendTime topics) timestamps are
-    /// assigned here. The whole append is refused if any batch is bad.
+    /// offsets, leader epoch and timestamps (LogAppendTime, or a client's
+    /// CreateTime batch's maxTimestamp) are assigned here. All or nothing: the
+    /// whole append is refused if any batch is bad, and cut back if a write fails.
     pub fn append_as_leader(&self, mut buf: Vec<u8>, origin: AppendOrigin) -> Result<AppendInfo> {
         if self.read_only {
             return Err(Error::ReadOnly("append"));
         }
+        if origin != AppendOrigin::Coordinator && is_internal_topic(&self.topic) {
+            return Err(internal_topic_error(&self.topic, "appending"));
+        }
         let config = self.config();
         let rules = self.rules(&config);
-        let validate = origin == AppendOrigin::Client;
+        let now = now_ms();
         // Find the batch boundaries first, refusing the whole append if any is bad.
         let mut bounds = Vec::new();
-        {
-            let mut pos = 0;
-            for b in BatchIter::new(&buf, validate) {
-                let b = b?;
-                if validate {
-                    rules.check_client_batch(&b)?;
-                } else {
-                    rules.check_size(&b)?;
-                }
-                bounds.push((pos, b.size(), b.records_count(), b.last_offset_delta()));
-                pos += b.size();
-            }
+        let mut pos = 0;
+        while pos < buf.len() {
+            let rest = &buf[pos..];
+            let (size, count, last_delta, max_ts) = if origin == AppendOrigin::Client {
+                let (b, valid) = rules.validate_client_batch(rest, now)?;
+                (b.size(), valid.records, b.last_offset_delta(), Some(valid.max_timestamp))
+            } else {
+                let b = RecordBatch::parse_header(rest)?;
+                rules.check_size(&b)?;
+                (b.size(), b.records_count(), b.last_offset_delta(), None)
+            };
+            bounds.push((pos, size, count, last_delta, max_ts));
+            pos += size;
         }
         if bounds.is_empty() {
             return Err(Error::InvalidArgument("nothing to append: no record batch given".into()));
@@ -131,29 +182,63 @@ impl PartitionLog {
         }
         let mut next = first;
         let mut records = 0i64;
-        for &(pos, size, count, last_delta) in &bounds {
+        let mut written = Ok(());
+        for &(pos, size, count, last_delta, max_ts) in &bounds {
             let bytes = &mut buf[pos..pos + size];
             set_base_offset(bytes, next);
             set_partition_leader_epoch(bytes, LEADER_EPOCH);
             if log_append_time >= 0 {
                 set_log_append_time(bytes, log_append_time);
+            } else if let Some(max_ts) = max_ts {
+                // Kafka keeps a client's records but not its word on the batch's
+                // timestamp type or maxTimestamp.
+                set_create_time(bytes, max_ts);
             }
-            let batch = RecordBatch::parse_header(bytes)?;
+            let max_timestamp = match RecordBatch::parse_header(bytes) {
+                Ok(b) => b.max_timestamp(),
+                Err(e) => {
+                    written = Err(e.into());
+                    break;
+                }
+            };
             let info = BatchInfo {
                 position: 0,
                 size: size as u64,
                 base_offset: next,
                 last_offset: next + i64::from(last_delta),
-                max_timestamp: batch.max_timestamp(),
+                max_timestamp,
                 records: count,
             };
-            let seg = self.maybe_roll(&config, &info).inspect_err(|e| self.note_write_error(e))?;
-            seg.append(bytes, &info, config.index_interval_bytes)
-                .inspect_err(|e| self.note_write_error(e))?;
+            written = self
+                .maybe_roll(&config, &info)
+                .and_then(|seg| seg.append(bytes, &info, config.index_interval_bytes));
+            if let Err(e) = &written {
+                self.note_write_error(e);
+                break;
+            }
             next = info.last_offset + 1;
             records += i64::from(count);
-            self.end_offset.store(next, Ordering::Release);
         }
+        if let Err(e) = written {
+            // Nothing of a failed append may stay: earlier batches of it were
+            // never acknowledged, and readers have not seen them (the end offset
+            // is published below).
+            if next > first {
+                if let Err(cut) = self.truncate_locked(first, self.log_start_offset()) {
+                    // The log no longer knows its own tail: refuse writes until a
+                    // reopen recovers it.
+                    self.sync_failed.store(true, Ordering::Release);
+                    return Err(Error::IoAt {
+                        path: self.dir.clone(),
+                        source: std::io::Error::other(format!(
+                            "{e}; then cutting the failed append back failed: {cut}"
+                        )),
+                    });
+                }
+            }
+            return Err(e);
+        }
+        self.end_offset.store(next, Ordering::Release);
         if let Some(signal) = &*self.signal.read() {
             signal.bump();
         }
@@ -195,3 +280,7 @@ impl PartitionLog {
         Ok(new)
     }
 }
+
+#[cfg(test)]
+#[path = "append_test.rs"]
+mod tests;

@@ -11,7 +11,7 @@ fn batch(n: usize, ts: i64, c: Compression) -> Vec<u8> {
         let v = format!("value-{ts}-{i}");
         b.append(&NewRecord { timestamp: ts, key: None, value: Some(v.as_bytes()), headers: &[] });
     }
-    b.build()
+    b.build().unwrap()
 }
 
 fn small() -> Arc<LogConfig> {
@@ -434,7 +434,7 @@ fn a_garbage_swap_does_not_replace_an_intact_segment() {
     // A whole swap whose offsets run past what it replaces is refused too.
     let mut b = BatchBuilder::new(Compression::None).base_offset(0);
     b.append(&NewRecord { timestamp: 1000, key: None, value: Some(b"x"), headers: &[] });
-    let mut bytes = b.build();
+    let mut bytes = b.build().unwrap();
     crate::record::batch::set_base_offset(&mut bytes, 1000);
     fs::write(&swap, &bytes).unwrap();
     let (log, _) = open(dir.path(), 200, true);

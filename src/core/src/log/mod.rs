@@ -32,7 +32,7 @@ use crate::config::LogConfig;
 use crate::error::{Error, Result};
 use crate::segment::Segment;
 
-pub use append::{AppendInfo, AppendOrigin};
+pub use append::{internal_topic_error, is_internal_topic, AppendInfo, AppendOrigin, INTERNAL_TOPICS};
 pub use loader::LoadReport;
 pub use read::ReadSlice;
 pub use retention::RetentionResult;

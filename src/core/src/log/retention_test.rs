@@ -9,7 +9,7 @@ use std::path::Path;
 fn batch(ts: i64) -> Vec<u8> {
     let mut b = BatchBuilder::new(Compression::None);
     b.append(&NewRecord { timestamp: ts, key: Some(b"k"), value: Some(&[7u8; 200]), headers: &[] });
-    b.build()
+    b.build().unwrap()
 }
 
 fn open(dir: &Path, config: LogConfig) -> PartitionLog {

@@ -26,7 +26,7 @@ impl PartitionLog {
         self.without_flushes(|| self.truncate_locked(offset, start))
     }
 
-    fn truncate_locked(&self, offset: i64, start: i64) -> Result<()> {
+    pub(super) fn truncate_locked(&self, offset: i64, start: i64) -> Result<()> {
         if offset < start {
             return Err(Error::OffsetOutOfRange {
                 topic: self.topic.clone(),

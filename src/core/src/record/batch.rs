@@ -103,6 +103,20 @@ pub fn set_log_append_time(buf: &mut [u8], now_ms: i64) {
     buf[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
 }
 
+/// Marks the batch CreateTime with `max_timestamp` as its maxTimestamp, as Kafka
+/// does to a client's batch for a CreateTime topic (whatever the client set),
+/// and recomputes the CRC if anything changed.
+pub fn set_create_time(buf: &mut [u8], max_timestamp: i64) {
+    let attrs = be_i16(buf, ATTRIBUTES) & !TIMESTAMP_TYPE_BIT;
+    if attrs == be_i16(buf, ATTRIBUTES) && be_i64(buf, MAX_TIMESTAMP) == max_timestamp {
+        return;
+    }
+    buf[ATTRIBUTES..ATTRIBUTES + 2].copy_from_slice(&attrs.to_be_bytes());
+    buf[MAX_TIMESTAMP..MAX_TIMESTAMP + 8].copy_from_slice(&max_timestamp.to_be_bytes());
+    let crc = crc32c::crc32c(&buf[ATTRIBUTES..]);
+    buf[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
 /// A validated view of exactly one batch.
 #[derive(Clone, Copy)]
 pub struct RecordBatch<'a> {

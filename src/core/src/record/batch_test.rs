@@ -16,7 +16,7 @@ fn build(c: Compression, n: usize) -> Vec<u8> {
             headers: if i % 2 == 0 { &hdr } else { &[] },
         });
     }
-    b.build()
+    b.build().unwrap()
 }
 
 #[test]
@@ -48,7 +48,7 @@ fn round_trip_every_codec() {
 fn golden_bytes_single_record() {
     let mut b = BatchBuilder::new(Compression::None);
     b.append(&NewRecord { timestamp: 1000, key: Some(b"k"), value: Some(b"v"), headers: &[] });
-    let bytes = b.build();
+    let bytes = b.build().unwrap();
     let record = [
         0x10, // body length 8, zig-zag encoded
         0x00, // attributes
@@ -139,7 +139,7 @@ fn rewrite_keeps_offsets_times_and_sets_delete_horizon() {
             &NewRecord { timestamp: ts, key: r.key, value: r.value, headers: &r.headers },
         );
     }
-    let out = b.build();
+    let out = b.build().unwrap();
     let c = RecordBatch::parse(&out).unwrap();
     assert_eq!((c.base_offset(), c.last_offset()), (orig.base_offset(), orig.last_offset()));
     assert!(c.has_delete_horizon());
@@ -152,7 +152,7 @@ fn rewrite_keeps_offsets_times_and_sets_delete_horizon() {
     // Record timestamps survive the new base.
     assert_eq!(c.base_timestamp() + kept[1].timestamp_delta, 1_700_000_000_004);
     // An empty rewrite keeps the offsets: the log end does not move.
-    let empty = BatchBuilder::rewrite_of(&orig, None).unwrap().build();
+    let empty = BatchBuilder::rewrite_of(&orig, None).unwrap().build().unwrap();
     let e = RecordBatch::parse(&empty).unwrap();
     assert_eq!((e.records_count(), e.last_offset()), (0, orig.last_offset()));
 }
@@ -174,7 +174,7 @@ fn build_batches_splits_by_size() {
     let v = vec![1u8; 1000];
     let recs: Vec<NewRecord<'_>> =
         (0..50).map(|i| NewRecord { timestamp: i, key: None, value: Some(&v), headers: &[] }).collect();
-    let buf = build_batches(&recs, Compression::None, TimestampType::CreateTime, 10_000);
+    let buf = build_batches(&recs, Compression::None, TimestampType::CreateTime, 10_000).unwrap();
     let batches: Vec<_> = BatchIter::new(&buf, true).map(|b| b.unwrap()).collect();
     assert!(batches.len() >= 5);
     assert_eq!(batches.iter().map(|b| b.records_count()).sum::<i32>(), 50);

@@ -4,7 +4,7 @@
 use super::batch::*;
 use super::compression::Compression;
 use super::varint::{put_varlong, size_of_varlong};
-use crate::error::CorruptBatch;
+use crate::error::{CorruptBatch, Error};
 
 /// A record header as it goes into a batch: UTF-8 key bytes, nullable value.
 pub type HeaderRef<'a> = (&'a [u8], Option<&'a [u8]>);
@@ -197,9 +197,10 @@ impl BatchBuilder {
         self.count += 1;
     }
 
-    pub fn build(mut self) -> Vec<u8> {
+    /// The finished batch; fails only if its codec does.
+    pub fn build(mut self) -> Result<Vec<u8>, Error> {
         if self.compression != Compression::None {
-            let packed = self.compression.compress(&self.buf[HEADER_LEN..]);
+            let packed = self.compression.compress(&self.buf[HEADER_LEN..])?;
             self.buf.truncate(HEADER_LEN);
             self.buf.extend_from_slice(&packed);
         }
@@ -241,7 +242,7 @@ impl BatchBuilder {
         b[RECORDS_COUNT..RECORDS_COUNT + 4].copy_from_slice(&self.count.to_be_bytes());
         let crc = crc32c::crc32c(&b[ATTRIBUTES..]);
         b[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
-        self.buf
+        Ok(self.buf)
     }
 }
 
@@ -253,7 +254,7 @@ pub fn build_batches(
     compression: Compression,
     timestamp_type: TimestampType,
     max_batch_bytes: usize,
-) -> Vec<u8> {
+) -> Result<Vec<u8>, Error> {
     let mut out = Vec::new();
     let mut builder: Option<BatchBuilder> = None;
     for rec in records {
@@ -263,7 +264,9 @@ pub fn build_batches(
             + 32;
         if let Some(b) = &builder {
             if !b.is_empty() && b.size_in_bytes() + size > max_batch_bytes {
-                out.extend_from_slice(&builder.take().map(BatchBuilder::build).unwrap_or_default());
+                if let Some(full) = builder.take() {
+                    out.extend_from_slice(&full.build()?);
+                }
             }
         }
         let cap = max_batch_bytes.min(1 << 20).max(size + HEADER_LEN);
@@ -274,7 +277,7 @@ pub fn build_batches(
             .append(rec);
     }
     if let Some(b) = builder {
-        out.extend_from_slice(&b.build());
+        out.extend_from_slice(&b.build()?);
     }
-    out
+    Ok(out)
 }

@@ -19,7 +19,7 @@ fn batch(base: i64, n: usize) -> Vec<u8> {
             headers: &[(b"h".as_slice(), Some(b"x".as_slice()))],
         });
     }
-    b.build()
+    b.build().unwrap()
 }
 
 fn file_with(bytes: &[u8]) -> (tempfile::TempDir, std::path::PathBuf) {

@@ -11,7 +11,7 @@ fn batch(base: i64, n: usize, ts: i64) -> (Vec<u8>, BatchInfo) {
     for i in 0..n {
         b.append(&NewRecord { timestamp: ts + i as i64, key: None, value: Some(&v), headers: &[] });
     }
-    let bytes = b.build();
+    let bytes = b.build().unwrap();
     let info = BatchInfo::from_batch(0, &RecordBatch::parse(&bytes).unwrap());
     (bytes, info)
 }
@@ -139,7 +139,7 @@ fn a_write_that_fails_part_way_leaves_the_segment_as_it_was() {
     small.free();
     seg.append(&big, &info, 4096).unwrap();
     assert_eq!(fs::metadata(seg.log_path()).unwrap().len(), good + big.len() as u64);
-    let b = seg.find_batch(10, seg.size()).unwrap().unwrap();
+    let b = seg.find_batch(10, seg.size(), NO_GAPS).unwrap().unwrap();
     assert_eq!((b.position, b.base_offset, b.last_offset), (good, 10, 309));
 }
 

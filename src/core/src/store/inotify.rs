@@ -23,10 +23,18 @@ impl DirWatcher {
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         let mask = libc::IN_MODIFY | libc::IN_CREATE | libc::IN_MOVED_TO | libc::IN_CLOSE_WRITE;
         for dir in dirs {
-            let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) else { continue };
+            let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+                .map_err(|_| Error::InvalidArgument(format!("path {} holds a NUL byte", dir.display())))?;
             // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
-            // A directory that does not exist yet is simply not watched.
-            unsafe { libc::inotify_add_watch(fd.as_raw_fd(), c.as_ptr(), mask) };
+            if unsafe { libc::inotify_add_watch(fd.as_raw_fd(), c.as_ptr(), mask) } < 0 {
+                let e = std::io::Error::last_os_error();
+                // A directory that does not exist yet is simply not watched (the
+                // waits' cap catches it). Anything else, such as running out of
+                // fs.inotify.max_user_watches, would leave the wait blind: say so.
+                if e.raw_os_error() != Some(libc::ENOENT) {
+                    return Err(Error::IoAt { path: dir.to_path_buf(), source: e });
+                }
+            }
         }
         Ok(DirWatcher { fd })
     }

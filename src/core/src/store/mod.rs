@@ -19,7 +19,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::checkpoint::{self, CLEANER_OFFSET, LOG_START_OFFSET, RECOVERY_POINT};
 use crate::config::{LogConfig, StoreConfig};
 use crate::error::{Error, Result};
-use crate::log::{AppendSignal, LoadReport, PartitionLog};
+use crate::log::{internal_topic_error, is_internal_topic, AppendSignal, LoadReport, PartitionLog};
 
 pub use lock::LOCK_FILE;
 pub use scheduler::MaintenanceReport;
@@ -51,6 +51,8 @@ pub struct Store {
     /// Serialises checkpoint writes, so that a writer holding older offsets
     /// never renames its file over a newer one.
     checkpoints: Mutex<()>,
+    /// The background thread's last failure (see `last_maintenance_error`).
+    maintenance_error: Mutex<Option<String>>,
 }
 
 impl Store {
@@ -84,6 +86,7 @@ impl Store {
             cleaner_offsets: Mutex::new(BTreeMap::new()),
             maintenance: Mutex::new(None),
             checkpoints: Mutex::new(()),
+            maintenance_error: Mutex::new(None),
         };
         if !read_only {
             // What an interrupted checkpoint or topic-file write left.
@@ -122,10 +125,10 @@ impl Store {
                 continue;
             }
             let text = fs::read_to_string(&path).map_err(Error::at(&path))?;
-            let tf: TopicFile = serde_json::from_str(&text).map_err(|e| {
-                Error::InvalidConfig(format!("unreadable topic file {}: {e}", path.display()))
-            })?;
-            validate_topic_name(&tf.name)?;
+            let corrupt = |reason: String| Error::CorruptFile { path: path.clone(), reason };
+            let tf: TopicFile =
+                serde_json::from_str(&text).map_err(|e| corrupt(format!("unreadable topic file: {e}")))?;
+            validate_topic_name(&tf.name).map_err(|e| corrupt(e.to_string()))?;
             out.push(tf);
         }
         Ok(out)
@@ -177,6 +180,8 @@ impl Store {
                     report.damaged_segments += r.damaged_segments;
                     log
                 };
+                // Appends to a loaded partition must wake in-process waiters too.
+                log.set_signal(self.signal.clone());
                 partitions.push(Arc::new(log));
             }
             let topic =
@@ -351,6 +356,9 @@ impl Store {
     pub fn delete_topic(&self, name: &str) -> Result<()> {
         self.check_writable("delete_topic")?;
         validate_topic_name(name)?;
+        if is_internal_topic(name) {
+            return Err(internal_topic_error(name, "deleting the topic"));
+        }
         let _admin = self.admin.lock();
         let topic = self.topics.write().remove(name).ok_or_else(|| Error::UnknownTopic(name.to_string()))?;
         let file = self.path.join(TOPICS_DIR).join(format!("{name}.json"));
@@ -389,6 +397,10 @@ impl Store {
     /// `auto.create.topics.enable` allows it.
     pub fn topic_or_create(&self, name: &str) -> Result<Arc<Topic>> {
         match self.topic(name) {
+            // Only their coordinator creates internal topics, with their own settings.
+            Err(Error::UnknownTopic(_)) if is_internal_topic(name) => {
+                Err(internal_topic_error(name, "creating the topic on first use"))
+            }
             Err(Error::UnknownTopic(_)) if self.config.auto_create_topics && !self.read_only => {
                 match self.create_topic(name, self.config.num_partitions, &BTreeMap::new()) {
                     Err(Error::TopicExists(_)) => self.topic(name),
@@ -404,10 +416,25 @@ impl Store {
     }
 
     /// Kafka's DeleteRecords: moves the log start offset up and writes the
-    /// checkpoint at once, so readers in other processes see it.
+    /// checkpoint at once, so readers in other processes see it. `before` -1
+    /// means the high watermark (the log end: everything); other negatives are
+    /// refused.
     pub fn delete_records(&self, topic: &str, partition: i32, before: i64) -> Result<()> {
         self.check_writable("delete_records")?;
-        self.partition(topic, partition)?.delete_records_before(before)?;
+        if is_internal_topic(topic) {
+            return Err(internal_topic_error(topic, "deleting records"));
+        }
+        let log = self.partition(topic, partition)?;
+        let before = match before {
+            -1 => log.log_end_offset(),
+            b if b < 0 => {
+                return Err(Error::InvalidArgument(format!(
+                    "before_offset {b}: expected an offset >= 0, or -1 for the high watermark"
+                )))
+            }
+            b => b,
+        };
+        log.delete_records_before(before)?;
         self.write_checkpoints()
     }
 
@@ -436,6 +463,7 @@ impl Store {
             partitions,
             config: t.config.to_map(),
             overrides: t.overrides.clone(),
+            last_maintenance_error: self.last_maintenance_error(),
         })
     }
 

@@ -58,18 +58,42 @@ impl Store {
                     }
                     let Some(store) = weak.upgrade() else { return };
                     for p in store.all_partitions() {
-                        let _ = p.flush_if_due();
+                        if let Err(e) = p.flush_if_due() {
+                            store.note_maintenance_error(
+                                &format!("flush of {}-{}", p.topic(), p.partition()),
+                                &e,
+                            );
+                        }
                     }
                     if last.elapsed() >= interval {
                         last = Instant::now();
-                        // Failures stay for the next run; an explicit run_maintenance reports them.
-                        let _ = store.run_maintenance(false, None);
+                        // The work left undone is retried at the next run; the
+                        // error is kept for `describe` to show.
+                        if let Err(e) = store.run_maintenance(false, None) {
+                            store.note_maintenance_error("retention and cleaning", &e);
+                        }
                     }
                 }
             })
             .map_err(Error::Io)?;
         *self.maintenance.lock() = Some(MaintenanceThread { stop, handle });
         Ok(())
+    }
+
+    /// Keeps what the background thread failed at, since nobody waits on it
+    /// to hear. A store closing under it is no failure.
+    fn note_maintenance_error(&self, what: &str, e: &Error) {
+        if matches!(e, Error::Closed) || self.is_closed() {
+            return;
+        }
+        *self.maintenance_error.lock() =
+            Some(format!("{what} failed at {} ms since the epoch: {e}", now_ms()));
+    }
+
+    /// The last failure of the background maintenance thread, if any: kept
+    /// until a later one replaces it (so a failure that went away still shows).
+    pub fn last_maintenance_error(&self) -> Option<String> {
+        self.maintenance_error.lock().clone()
     }
 
     pub(super) fn stop_maintenance(&self) {

@@ -11,7 +11,7 @@ fn none() -> BTreeMap<String, String> {
 fn one(v: &[u8]) -> Vec<u8> {
     let mut b = BatchBuilder::new(Compression::None);
     b.append(&NewRecord { timestamp: 1, key: None, value: Some(v), headers: &[] });
-    b.build()
+    b.build().unwrap()
 }
 
 #[test]
@@ -187,4 +187,123 @@ fn partitions_are_bounded_and_a_failed_create_leaves_nothing() {
     small.free();
     store.create_topic("t", 2, &cfg).unwrap();
     store.close().unwrap();
+}
+
+#[test]
+fn partitions_loaded_at_open_bump_the_append_signal() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    store.create_topic("t", 1, &none()).unwrap();
+    store.close().unwrap();
+    drop(store);
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    let signal = store.append_signal().clone();
+    let seen = signal.current();
+    let waiter = std::thread::spawn(move || signal.wait_after(seen, std::time::Duration::from_secs(30)));
+    store.partition("t", 0).unwrap().append_as_leader(one(b"x"), AppendOrigin::Embedded).unwrap();
+    // The waiter returns true only if the signal moved past what it had seen.
+    assert!(waiter.join().unwrap(), "an append on a reopened store did not bump the signal");
+    assert!(store.append_signal().current() > seen);
+}
+
+#[test]
+fn internal_topics_refuse_user_writes_but_take_offset_commits() {
+    use crate::group::{self, OFFSETS_TOPIC};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    let internal =
+        |r: Result<()>| matches!(r, Err(Error::InvalidTopic { ref name, .. }) if name == OFFSETS_TOPIC);
+    assert!(internal(store.topic_or_create(OFFSETS_TOPIC).map(|_| ())), "never auto-created by a user");
+    let mut commits = group::CommittedOffsets::new();
+    commits.insert(("t".to_string(), 0), (7, "m".to_string()));
+    group::commit(&store, "g", &commits).unwrap();
+    let log = store.partition(OFFSETS_TOPIC, 0).unwrap();
+    for origin in [AppendOrigin::Client, AppendOrigin::Embedded] {
+        assert!(internal(log.append_as_leader(one(b"junk"), origin).map(|_| ())), "{origin:?}");
+    }
+    let rec = NewRecord { timestamp: 1, key: Some(b"k"), value: Some(b"v"), headers: &[] };
+    assert!(internal(log.append_records(&[rec], Compression::None, false, AppendOrigin::Client).map(|_| ())));
+    assert!(internal(store.delete_records(OFFSETS_TOPIC, 0, 1)));
+    assert!(internal(store.delete_topic(OFFSETS_TOPIC)));
+    assert_eq!(log.log_end_offset(), 1, "only the commit was appended");
+    assert_eq!(group::load_committed(&store, "g").unwrap().0, commits);
+}
+
+#[test]
+fn the_maintenance_thread_keeps_its_last_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg: BTreeMap<String, String> =
+        [("log.retention.check.interval.ms", "1"), ("log.cleaner.enable", "true")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+    let store = Store::open(dir.path(), &cfg, false).unwrap();
+    assert_eq!(store.last_maintenance_error(), None);
+    let overrides: BTreeMap<String, String> =
+        [("cleanup.policy", "compact"), ("segment.bytes", "100"), ("min.cleanable.dirty.ratio", "0")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+    // Hold off the cleaner while the log is damaged, so it meets the damage.
+    let t = store.create_topic("c", 1, &overrides).unwrap();
+    let log = t.partition(0).unwrap().clone();
+    let guard = log.lock_maintenance();
+    for i in 0..5u8 {
+        let mut b = BatchBuilder::new(Compression::None);
+        b.append(&NewRecord { timestamp: 1, key: Some(b"k"), value: Some(&[i; 8]), headers: &[] });
+        log.append_as_leader(b.build().unwrap(), AppendOrigin::Client).unwrap();
+    }
+    assert!(log.segment_count() > 1);
+    // A flipped bit in a sealed segment's record: only its CRC can tell.
+    let seg0 = dir.path().join("c-0").join(crate::segment::file_name(0, ".log"));
+    let mut bytes = fs::read(&seg0).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    fs::write(&seg0, &bytes).unwrap();
+    drop(guard);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while store.last_maintenance_error().is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let err = store.last_maintenance_error().expect("the background thread's failure was dropped");
+    assert!(err.contains("retention and cleaning failed"), "{err}");
+    assert_eq!(store.describe("c").unwrap().last_maintenance_error.as_deref(), Some(err.as_str()));
+}
+
+#[test]
+fn a_directory_inotify_cannot_watch_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("not-yet");
+    assert!(inotify::DirWatcher::new(&[missing.as_path()]).is_ok(), "a missing directory is no error");
+    let file = dir.path().join("file");
+    fs::write(&file, b"").unwrap();
+    let under_file = file.join("x");
+    match inotify::DirWatcher::new(&[dir.path(), under_file.as_path()]) {
+        Err(Error::IoAt { path, source }) => {
+            assert_eq!(path, under_file);
+            assert_eq!(source.raw_os_error(), Some(libc::ENOTDIR));
+        }
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("a watch that failed was ignored"),
+    }
+}
+
+#[test]
+fn delete_records_and_offset_for_time_speak_kafkas_negative_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    store.create_topic("t", 1, &none()).unwrap();
+    let log = store.partition("t", 0).unwrap();
+    for _ in 0..3 {
+        log.append_as_leader(one(b"x"), AppendOrigin::Embedded).unwrap();
+    }
+    assert_eq!(log.offset_for_time(-1).unwrap(), Some((3, -1)), "latest");
+    assert_eq!(log.offset_for_time(-2).unwrap(), Some((0, -1)), "earliest");
+    assert!(matches!(log.offset_for_time(-3), Err(Error::InvalidArgument(_))));
+    assert_eq!(log.offset_for_time(0).unwrap(), Some((0, 1)), "a time is still a time");
+    assert!(matches!(store.delete_records("t", 0, -2), Err(Error::InvalidArgument(_))));
+    assert_eq!(log.log_start_offset(), 0);
+    store.delete_records("t", 0, -1).unwrap();
+    assert_eq!(log.log_start_offset(), 3, "-1 is the high watermark");
+    assert_eq!(log.offset_for_time(-2).unwrap(), Some((3, -1)));
 }

@@ -80,6 +80,8 @@ pub struct TopicDescription {
     pub partitions: Vec<PartitionDescription>,
     pub config: BTreeMap<String, String>,
     pub overrides: BTreeMap<String, String>,
+    /// The store's background maintenance's last failure, if any.
+    pub last_maintenance_error: Option<String>,
 }
 
 pub(super) fn partition_dir(root: &Path, topic: &str, p: i32) -> PathBuf {
