@@ -147,8 +147,12 @@ impl Segment {
         let times_last = times.last_entry();
         if mode == SegmentMode::Reader {
             // Bytes before the last index entry were written before the entry was;
-            // past it, `catch_up_tail` accepts only whole, CRC-valid batches.
-            size = offsets.last_entry().map_or(0, |e| u64::from(e.1)).min(size);
+            // past it, `catch_up_tail` accepts only whole, CRC-valid batches. The
+            // file's length was read before the index: a writer that moved on in
+            // between leaves an entry past it, and the length itself may fall
+            // inside a batch being written, so only the entry, a batch boundary,
+            // may start the committed size.
+            size = offsets.last_entry().map(|e| u64::from(e.1)).filter(|&p| p <= size).unwrap_or(0);
         }
         Ok(Segment {
             base_offset,

@@ -152,3 +152,29 @@ fn a_new_segment_that_cannot_be_set_up_leaves_no_files() {
     assert!(matches!(&err, Error::IoAt { path, .. } if path == &time), "{err}");
     assert!(!log.exists() && !index.exists());
 }
+
+/// A reader reads the log's length before the index: if the writer moved on in
+/// between, the last index entry lies past that length, which itself may fall
+/// inside a batch being written. The committed size must be a batch boundary.
+#[test]
+fn a_reader_racing_the_writer_starts_at_a_batch_boundary() {
+    let dir = tempfile::tempdir().unwrap();
+    let seg = Segment::open(dir.path(), 0, 1 << 20, SegmentMode::Active).unwrap();
+    let mut bounds = Vec::new();
+    for i in 0..3 {
+        let (bytes, info) = batch(i * 10, 10, 1000);
+        bounds.push(seg.size());
+        seg.append(&bytes, &info, 0).unwrap();
+    }
+    seg.sync().unwrap();
+    let third = bounds[2];
+    assert!(seg.indexes.lock().offsets.last_entry().is_some_and(|e| u64::from(e.1) == third));
+    // What the reader's length look saw: the first batch whole, the second half written.
+    let cut = bounds[1] + (third - bounds[1]) / 2;
+    seg.log.set_len(cut).unwrap();
+    let reader = Segment::open(dir.path(), 0, 1 << 20, SegmentMode::Reader).unwrap();
+    assert_eq!(reader.size(), 0, "a position inside a batch was taken for committed");
+    assert_eq!(reader.catch_up_tail().unwrap(), Some(10));
+    assert_eq!(reader.size(), bounds[1]);
+    assert_eq!(reader.find_batch(5, reader.size(), NO_GAPS).unwrap().map(|b| b.position), Some(0));
+}
