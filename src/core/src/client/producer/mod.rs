@@ -7,6 +7,11 @@
 //! or on `flush`. Memory held by unsent batches is bounded by `buffer_memory`:
 //! past it, `send` reports `WouldBlock` and the caller waits for space.
 
+mod accumulator;
+mod delivery;
+mod sender;
+mod sink;
+
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -18,7 +23,6 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use super::partitioner::{partition_for_key, StickyPartitioner};
 use crate::clock::now_ms;
 use crate::error::{Error, Result};
-use crate::log::{AppendOrigin, PartitionLog};
 use crate::record::HeaderRef;
 use crate::record::{BatchBuilder, Compression, NewRecord};
 use crate::store::{Store, Topic};
@@ -65,74 +69,12 @@ impl Default for ProducerConfig {
     }
 }
 
-/// Where a batch landed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Delivered {
-    pub base_offset: i64,
-    /// Set for LogAppendTime topics, else -1.
-    pub log_append_time: i64,
-}
+use accumulator::{Accumulator, OpenBatch, PartitionState, Shared};
+pub use delivery::{BatchCells, Delivered, DeliveryCell, DeliveryResult};
+use sender::sender_loop;
+pub use sink::BatchSink;
 
-pub type DeliveryResult = std::result::Result<Delivered, Arc<Error>>;
-/// Per partition written, its batches' delivery cells and record counts.
-pub type BatchCells = Vec<(i32, Vec<(Arc<DeliveryCell>, i32)>)>;
 type TopicCache = HashMap<String, (Arc<str>, Arc<Topic>)>;
-type Callback = Box<dyn FnOnce(&DeliveryResult) + Send>;
-
-/// The outcome of one batch, shared by the futures of all its records.
-#[derive(Default)]
-pub struct DeliveryCell {
-    state: Mutex<Option<DeliveryResult>>,
-    done: Condvar,
-    callbacks: Mutex<Vec<Callback>>,
-}
-
-impl DeliveryCell {
-    pub fn result(&self) -> Option<DeliveryResult> {
-        self.state.lock().clone()
-    }
-
-    /// Waits for the batch (forever with `None`).
-    pub fn wait(&self, timeout: Option<Duration>) -> Option<DeliveryResult> {
-        let deadline = timeout.map(|t| Instant::now() + t);
-        let mut st = self.state.lock();
-        while st.is_none() {
-            match deadline {
-                Some(d) => {
-                    if self.done.wait_until(&mut st, d).timed_out() {
-                        break;
-                    }
-                }
-                None => self.done.wait(&mut st),
-            }
-        }
-        st.clone()
-    }
-
-    /// Runs `f` with the result once there is one (now, if there already is).
-    pub fn on_complete(&self, f: Callback) {
-        let st = self.state.lock();
-        if let Some(r) = &*st {
-            let r = r.clone();
-            drop(st);
-            f(&r);
-            return;
-        }
-        self.callbacks.lock().push(f);
-        drop(st);
-    }
-
-    /// Records the result and wakes waiters; returns the callbacks to run.
-    fn set_result(&self, r: DeliveryResult) -> Vec<Callback> {
-        let mut st = self.state.lock();
-        *st = Some(r);
-        // Taken under the state lock, so `on_complete` cannot slip one in between.
-        let callbacks = std::mem::take(&mut *self.callbacks.lock());
-        drop(st);
-        self.done.notify_all();
-        callbacks
-    }
-}
 
 /// What `send` hands back for one record.
 #[derive(Clone)]
@@ -151,62 +93,12 @@ pub enum SendOutcome {
     WouldBlock(usize),
 }
 
-struct OpenBatch {
-    builder: BatchBuilder,
-    cell: Arc<DeliveryCell>,
-    created: Instant,
-}
-
-struct ReadyBatch {
-    log: Arc<PartitionLog>,
-    builder: BatchBuilder,
-    cell: Arc<DeliveryCell>,
-    bytes: usize,
-}
-
-struct PartitionState {
-    log: Arc<PartitionLog>,
-    open: Option<OpenBatch>,
-}
-
-struct Accumulator {
-    partitions: HashMap<(Arc<str>, i32), PartitionState>,
-    ready: VecDeque<ReadyBatch>,
-    in_flight: Vec<Arc<DeliveryCell>>,
-    buffered: usize,
-    sticky: StickyPartitioner,
-    flush_now: bool,
-    closing: bool,
-    sender_idle: bool,
-}
-
-struct Shared {
-    acc: Mutex<Accumulator>,
-    /// Wakes the sender.
-    work: Condvar,
-    /// Wakes senders blocked on a full buffer.
-    space: Condvar,
-    config: ProducerConfig,
-}
-
 pub struct Producer {
     store: Arc<Store>,
     shared: Arc<Shared>,
     topics: RwLock<TopicCache>,
     sender: Mutex<Option<JoinHandle<()>>>,
     closed: AtomicBool,
-}
-
-impl Shared {
-    /// Moves an open batch to the ready queue.
-    fn seal(&self, acc: &mut Accumulator, key: &(Arc<str>, i32)) {
-        let Some(ps) = acc.partitions.get_mut(key) else { return };
-        let Some(open) = ps.open.take() else { return };
-        let log = ps.log.clone();
-        let bytes = open.builder.size_in_bytes();
-        acc.ready.push_back(ReadyBatch { log, builder: open.builder, cell: open.cell, bytes });
-        acc.sticky.batch_done(&key.0, key.1);
-    }
 }
 
 impl Producer {
@@ -516,211 +408,13 @@ impl Drop for Producer {
     }
 }
 
-/// See `Producer::batch_sink`.
-pub struct BatchSink<'p> {
-    producer: &'p Producer,
-    name: Arc<str>,
-    topic: Arc<Topic>,
-    limit: usize,
-    open: Vec<Option<BatchBuilder>>,
-    done: Vec<(i32, BatchBuilder)>,
-    sticky: StickyPartitioner,
-    /// The last timestamp found good (a bulk send gives many records one).
-    checked_timestamp: Option<i64>,
-}
-
-impl BatchSink<'_> {
-    pub fn partitions(&self) -> i32 {
-        self.open.len() as i32
-    }
-
-    /// Adds a record to `partition`, or, without one, to the partition Kafka's
-    /// default partitioner picks (by key, else sticky).
-    pub fn add(&mut self, partition: Option<i32>, rec: &NewRecord<'_>) -> Result<()> {
-        let partition = match (partition, rec.key) {
-            (Some(p), _) => p,
-            (None, Some(k)) => partition_for_key(k, self.partitions()),
-            (None, None) => self.sticky.partition(&self.name, self.partitions()),
-        };
-        let n = self.open.len() as i32;
-        let Some(slot) = usize::try_from(partition).ok().and_then(|p| self.open.get_mut(p)) else {
-            return Err(Error::UnknownPartition { topic: self.name.to_string(), partition, count: n });
-        };
-        if rec.key.is_none() {
-            self.topic.partition(partition)?.check_key(None)?;
-        }
-        if self.checked_timestamp != Some(rec.timestamp) {
-            check_send_timestamp(rec.timestamp)?;
-            self.topic.partition(partition)?.check_timestamp(rec.timestamp, now_ms())?;
-            self.checked_timestamp = Some(rec.timestamp);
-        }
-        let size = rec.value.map_or(0, <[u8]>::len)
-            + rec.key.map_or(0, <[u8]>::len)
-            + rec.headers.iter().map(|(k, v)| k.len() + v.map_or(0, <[u8]>::len) + 10).sum::<usize>()
-            + 21;
-        let max = self.topic.config.max_message_bytes;
-        if size + crate::record::batch::HEADER_LEN > max {
-            return Err(Error::RecordTooLarge { size: size + crate::record::batch::HEADER_LEN, max });
-        }
-        let compression = self.producer.shared.config.compression;
-        let limit = self.limit;
-        if slot.as_ref().is_some_and(|b| !b.is_empty() && b.size_in_bytes() + size > limit) {
-            if let Some(full) = slot.take() {
-                self.done.push((partition, full));
-                self.sticky.batch_done(&self.name, partition);
-            }
-        }
-        slot.get_or_insert_with(|| BatchBuilder::with_capacity(compression, limit)).append(rec);
-        Ok(())
-    }
-
-    /// Queues every batch and returns, per partition, its batches' delivery
-    /// cells with their record counts.
-    pub fn finish(mut self) -> Result<BatchCells> {
-        for (p, b) in self.open.iter_mut().enumerate() {
-            if let Some(b) = b.take().filter(|b| !b.is_empty()) {
-                self.done.push((p as i32, b));
-            }
-        }
-        let shared = &self.producer.shared;
-        let mut result: BatchCells = Vec::new();
-        {
-            let mut acc = shared.acc.lock();
-            if acc.closing {
-                return Err(Error::ClientClosed("producer"));
-            }
-            for (p, builder) in self.done {
-                let pkey = (self.name.clone(), p);
-                if !acc.partitions.contains_key(&pkey) {
-                    let log = self.topic.partition(p)?.clone();
-                    acc.partitions.insert(pkey.clone(), PartitionState { log, open: None });
-                }
-                shared.seal(&mut acc, &pkey);
-                let log = acc.partitions[&pkey].log.clone();
-                let cell = Arc::new(DeliveryCell::default());
-                let count = builder.len();
-                let bytes = builder.size_in_bytes();
-                acc.buffered += bytes;
-                acc.ready.push_back(ReadyBatch { log, builder, cell: cell.clone(), bytes });
-                match result.iter_mut().find(|(q, _)| *q == p) {
-                    Some((_, v)) => v.push((cell, count)),
-                    None => result.push((p, vec![(cell, count)])),
-                }
-            }
-            acc.sender_idle = false;
-        }
-        shared.work.notify_one();
-        Ok(result)
-    }
-}
-
 /// A producer's record has a timestamp >= 0 or none at all (Kafka's
 /// `ProducerRecord` rule), whatever the topic's timestamp type.
-fn check_send_timestamp(ts: i64) -> Result<()> {
+pub(super) fn check_send_timestamp(ts: i64) -> Result<()> {
     if ts < 0 {
         return Err(Error::InvalidTimestamp(format!(
             "timestamp {ts} is negative: give a time in ms since the epoch (>= 0), or None for now"
         )));
     }
     Ok(())
-}
-
-fn sender_loop(shared: &Shared) {
-    let linger = shared.config.linger;
-    loop {
-        let batch: Vec<ReadyBatch> = {
-            let mut acc = shared.acc.lock();
-            loop {
-                // Open batches past their linger time (all of them on flush/close).
-                let now = Instant::now();
-                let force = acc.flush_now || acc.closing;
-                let expired: Vec<(Arc<str>, i32)> = acc
-                    .partitions
-                    .iter()
-                    .filter(|(_, ps)| ps.open.as_ref().is_some_and(|o| force || now >= o.created + linger))
-                    .map(|(k, _)| k.clone())
-                    .collect();
-                for k in &expired {
-                    shared.seal(&mut acc, k);
-                }
-                acc.flush_now = false;
-                if !acc.ready.is_empty() {
-                    break;
-                }
-                if acc.closing {
-                    return;
-                }
-                let next = acc
-                    .partitions
-                    .values()
-                    .filter_map(|ps| ps.open.as_ref())
-                    .map(|o| o.created + linger)
-                    .min();
-                acc.sender_idle = true;
-                match next {
-                    Some(deadline) => {
-                        shared.work.wait_until(&mut acc, deadline);
-                    }
-                    None => shared.work.wait(&mut acc),
-                }
-                acc.sender_idle = false;
-            }
-            let batch: Vec<ReadyBatch> = acc.ready.drain(..).collect();
-            acc.in_flight.extend(batch.iter().map(|b| b.cell.clone()));
-            batch
-        };
-        let mut done: Vec<(Arc<DeliveryCell>, DeliveryResult)> = Vec::with_capacity(batch.len());
-        let mut durable: Vec<(Arc<PartitionLog>, i64, usize)> = Vec::new();
-        let mut freed = 0;
-        for b in batch {
-            freed += b.bytes;
-            let r = b.builder.build().and_then(|buf| b.log.append_as_leader(buf, AppendOrigin::Embedded));
-            match r {
-                Ok(info) => {
-                    let idx = done.len();
-                    done.push((
-                        b.cell,
-                        Ok(Delivered {
-                            base_offset: info.base_offset,
-                            log_append_time: info.log_append_time,
-                        }),
-                    ));
-                    if shared.config.acks == Acks::Durable {
-                        durable.push((b.log, info.last_offset + 1, idx));
-                    }
-                }
-                Err(e) => done.push((b.cell, Err(Arc::new(e)))),
-            }
-        }
-        // One fsync per partition covers every batch appended to it above.
-        let mut synced: Vec<(*const PartitionLog, std::result::Result<(), Arc<Error>>)> = Vec::new();
-        for (log, end, idx) in durable.iter().rev() {
-            let key = Arc::as_ptr(log);
-            let r = match synced.iter().find(|(k, _)| *k == key) {
-                Some((_, r)) => r.clone(),
-                None => {
-                    let r = log.wait_durable(*end).map_err(Arc::new);
-                    synced.push((key, r.clone()));
-                    r
-                }
-            };
-            if let Err(e) = r {
-                done[*idx].1 = Err(e);
-            }
-        }
-        // Every result is set before any callback runs: a callback may wait for
-        // the GIL, held by a thread that is waiting for one of these results.
-        let callbacks: Vec<(Vec<Callback>, DeliveryResult)> =
-            done.iter().map(|(cell, r)| (cell.set_result(r.clone()), r.clone())).collect();
-        let mut acc = shared.acc.lock();
-        acc.buffered = acc.buffered.saturating_sub(freed);
-        acc.in_flight.retain(|c| c.result().is_none());
-        drop(acc);
-        shared.space.notify_all();
-        for (fs, r) in callbacks {
-            for f in fs {
-                f(&r);
-            }
-        }
-    }
 }

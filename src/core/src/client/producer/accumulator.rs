@@ -1,0 +1,64 @@
+//! The producer's accumulator: open batches per partition, the queue of ready
+//! ones, the buffer bound, and what the sender thread and the callers share.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::{Condvar, Mutex};
+
+use super::delivery::DeliveryCell;
+use super::ProducerConfig;
+use crate::client::partitioner::StickyPartitioner;
+use crate::log::PartitionLog;
+use crate::record::BatchBuilder;
+
+pub(super) struct OpenBatch {
+    pub(super) builder: BatchBuilder,
+    pub(super) cell: Arc<DeliveryCell>,
+    pub(super) created: Instant,
+}
+
+pub(super) struct ReadyBatch {
+    pub(super) log: Arc<PartitionLog>,
+    pub(super) builder: BatchBuilder,
+    pub(super) cell: Arc<DeliveryCell>,
+    pub(super) bytes: usize,
+}
+
+pub(super) struct PartitionState {
+    pub(super) log: Arc<PartitionLog>,
+    pub(super) open: Option<OpenBatch>,
+}
+
+pub(super) struct Accumulator {
+    pub(super) partitions: HashMap<(Arc<str>, i32), PartitionState>,
+    pub(super) ready: VecDeque<ReadyBatch>,
+    pub(super) in_flight: Vec<Arc<DeliveryCell>>,
+    pub(super) buffered: usize,
+    pub(super) sticky: StickyPartitioner,
+    pub(super) flush_now: bool,
+    pub(super) closing: bool,
+    pub(super) sender_idle: bool,
+}
+
+pub(super) struct Shared {
+    pub(super) acc: Mutex<Accumulator>,
+    /// Wakes the sender.
+    pub(super) work: Condvar,
+    /// Wakes senders blocked on a full buffer.
+    pub(super) space: Condvar,
+    pub(super) config: ProducerConfig,
+}
+
+impl Shared {
+    /// Moves an open batch to the ready queue.
+    pub(super) fn seal(&self, acc: &mut Accumulator, key: &(Arc<str>, i32)) {
+        let Some(ps) = acc.partitions.get_mut(key) else { return };
+        let Some(open) = ps.open.take() else { return };
+        let log = ps.log.clone();
+        let bytes = open.builder.size_in_bytes();
+        acc.ready.push_back(ReadyBatch { log, builder: open.builder, cell: open.cell, bytes });
+        acc.sticky.batch_done(&key.0, key.1);
+    }
+}
