@@ -9,6 +9,7 @@
 """
 
 from . import errors
+from ._broker import Broker
 from ._consumer import Consumer, IllegalStateError, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from ._groups import GroupInUseError
 from ._native import (
@@ -47,6 +48,7 @@ __all__ = [
     "__version__",
     "open",
     "Store",
+    "Broker",
     "TopicDescription",
     "PartitionDescription",
     "ConsumerRecord",

@@ -5,6 +5,7 @@
 ``seglog consume``   print records, following the log (kafka-console-consumer)
 ``seglog dump-log``  decode ``.log`` / ``.index`` / ``.timeindex`` files (kafka-dump-log)
 ``seglog verify``    walk a whole store, checking every batch, offset and index entry
+``seglog serve``     a broker: Kafka's wire protocol over the store (kafka-server-start)
 
 Commands that only read open the store with ``read_only=True``, so they work while a
 writer process holds it. Expected failures print one ``seglog: error: ...`` line on
@@ -20,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from .. import SeglogError, __version__
-from . import clean, consume, dump_log, produce, topics, verify
+from . import clean, consume, dump_log, produce, serve, topics, verify
 from ._common import PROG, STORE_ENV, CliError, store_option
 
 __all__ = ["main"]
@@ -39,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     for module in (topics, produce, consume):
         module.add_parser(commands, store_opt)
     dump_log.add_parser(commands)
-    for module in (clean, verify):
+    for module in (clean, verify, serve):
         module.add_parser(commands, store_opt)
     return parser
 

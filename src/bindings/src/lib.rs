@@ -1,6 +1,7 @@
 //! PyO3 bindings: conversions, GIL release and error mapping only. Everything
 //! that decides anything lives in the core modules.
 
+mod broker;
 mod buffer;
 mod errors;
 mod inspect;
@@ -65,6 +66,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         libc::pthread_atfork(None, None, Some(forked_child));
     });
     m.add_class::<store::Store>()?;
+    m.add_class::<broker::Broker>()?;
+    m.add("BROKER_KEYS", seglog_broker::config::BROKER_KEYS.to_vec())?;
     m.add_class::<records::ConsumerRecord>()?;
     m.add_class::<producer::Producer>()?;
     m.add_class::<buffer::ByteBuffer>()?;

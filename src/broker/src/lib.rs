@@ -1,5 +1,26 @@
 //! The broker: Kafka's wire protocol over the logs of `seglog-core`, so that
-//! Kafka's own clients read and write a store over the network.
+//! Kafka's own clients (librdkafka, kafka-python, aiokafka, Java) read and
+//! write a store over the network.
 //!
-//! Empty for now; the server, one handler per API, the group coordinator and
-//! replication land here, on top of the core and never below it.
+//! Layout: `server` (runtime, accept loop, stop), `connection` (one client,
+//! requests in order), `frame` (sizes and header start), `handlers/` (one file
+//! per API, each with its version range), `response` (parts: bytes and file
+//! slices sent with sendfile), `metrics` (Prometheus), `cluster`
+//! (`meta.properties`). Requests and responses are coded by the
+//! `kafka-protocol` crate, except Fetch responses, whose records are file
+//! slices.
+
+mod cluster;
+pub mod config;
+mod connection;
+mod frame;
+mod handlers;
+mod logline;
+mod metrics;
+mod response;
+mod server;
+
+pub use config::BrokerConfig;
+pub use handlers::SUPPORTED;
+pub use metrics::Metrics;
+pub use server::Broker;

@@ -1,0 +1,137 @@
+"""A broker speaking Kafka's wire protocol over a store, so Kafka's own clients
+(confluent-kafka, kafka-python, aiokafka, Java, kcat) read and write its topics."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from . import _native
+from ._store import ConfigValue, Store, _kafka_names
+from ._store import open as open_store
+
+__all__ = ["Broker", "BROKER_KEYS"]
+
+#: The broker's own config keys; every other key is a store or topic key.
+BROKER_KEYS: frozenset[str] = frozenset(_native.BROKER_KEYS)
+
+
+def _text(value: ConfigValue) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+class Broker:
+    """Serve a store over the Kafka protocol from background threads until :meth:`close`.
+
+    ``store_or_path`` is a :class:`~seglog.Store` open in this process (its in-process
+    producers and consumers then share the logs with network clients) or a path, which the
+    broker opens and closes itself. ``listen`` is ``HOST:PORT`` (port 0 picks a free one).
+    Config keys use Kafka's names, in ``config`` or as keywords with underscores: broker
+    keys (``node.id``, ``advertised.listeners``, ``socket.request.max.bytes``,
+    ``connections.max.idle.ms``, ...) and, when given a path, store and topic keys
+    (``flush.messages``, ``auto.create.topics.enable``, ...). ``metrics="HOST:PORT"``
+    serves Prometheus text there.
+
+    >>> import seglog, tempfile
+    >>> with seglog.Broker(tempfile.mkdtemp()) as broker:
+    ...     servers = broker.bootstrap_servers  # e.g. "127.0.0.1:40123"
+    """
+
+    __slots__ = ("_native", "_owned_store", "_store")
+
+    def __init__(
+        self,
+        store_or_path: Store | str | os.PathLike[str],
+        listen: str = "127.0.0.1:0",
+        *,
+        config: Mapping[str, ConfigValue] | None = None,
+        metrics: str | None = None,
+        **options: ConfigValue,
+    ) -> None:
+        if not isinstance(listen, str):
+            raise TypeError(f"listen must be a 'HOST:PORT' str, got {type(listen).__name__}")
+        merged: dict[str, ConfigValue] = dict(config or {})
+        merged.update(_kafka_names(options))
+        broker_keys = {k: _text(v) for k, v in merged.items() if k in BROKER_KEYS or k == "broker.id"}
+        broker_keys["listeners"] = listen
+        store_keys = {k: v for k, v in merged.items() if k not in broker_keys}
+        if isinstance(store_or_path, Store):
+            if store_keys:
+                raise ValueError(
+                    f"{sorted(store_keys)} are store or topic keys: give them to seglog.open() "
+                    f"(broker keys: {', '.join(sorted(BROKER_KEYS))})"
+                )
+            store, owned = store_or_path, False
+        elif isinstance(store_or_path, (str, os.PathLike)):
+            store, owned = open_store(store_or_path, config=store_keys), True
+        else:
+            raise TypeError(f"store_or_path must be a seglog.Store or a path, got {type(store_or_path).__name__}")
+        try:
+            self._native = _native.Broker(store._native, broker_keys, metrics)
+        except BaseException:
+            if owned:
+                store.close()
+            raise
+        self._store = store
+        self._owned_store = owned
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"listening on {self.bootstrap_servers}"
+        return f"<seglog.Broker {self.node_id} {state}>"
+
+    def __enter__(self) -> Broker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def store(self) -> Store:
+        return self._store
+
+    @property
+    def host(self) -> str:
+        return self._native.host
+
+    @property
+    def port(self) -> int:
+        return self._native.port
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``"host:port"``, what Kafka clients take as ``bootstrap.servers``."""
+        host = self.host
+        return f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
+
+    @property
+    def node_id(self) -> int:
+        return self._native.node_id
+
+    @property
+    def cluster_id(self) -> str:
+        return self._native.cluster_id
+
+    @property
+    def metrics_address(self) -> str | None:
+        """Where Prometheus text is served, if ``metrics=`` was given."""
+        return self._native.metrics_address
+
+    @property
+    def closed(self) -> bool:
+        return self._native.closed
+
+    def stats(self) -> dict[str, int]:
+        """Counters: ``bytes_in``, ``messages_in``, ``bytes_out``, ``fetch_sendfile_bytes``,
+        ``fetch_copied_bytes``, ``connections``, ``connections_created``, ``connection_errors``."""
+        return dict(self._native.stats())
+
+    def metrics_text(self) -> str:
+        """The broker's metrics in Prometheus text format."""
+        return self._native.metrics_text()
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop accepting, finish in-flight requests (up to ``timeout`` s), stop serving;
+        then close the store if the broker opened it."""
+        self._native.close(timeout)
+        if self._owned_store and not self._store.closed:
+            self._store.close()

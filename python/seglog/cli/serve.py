@@ -1,0 +1,81 @@
+"""``seglog serve``: a broker speaking Kafka's wire protocol over a store, until SIGTERM or
+SIGINT (then it stops accepting, finishes in-flight requests, closes the store and exits 0)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+
+from .. import Broker
+from ._common import CliError, store_path
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()
+
+
+def add_parser(commands: argparse._SubParsersAction, store_opt: argparse.ArgumentParser) -> None:
+    p = commands.add_parser(
+        "serve",
+        parents=[store_opt],
+        help="serve the store to Kafka clients over the network (a broker)",
+        description=(
+            "Serve the store over Kafka's wire protocol: confluent-kafka, kafka-python, aiokafka, "
+            "Java clients and kcat produce and consume unchanged. Prints 'seglog: broker N listening "
+            "on HOST:PORT' once it accepts connections."
+        ),
+    )
+    p.add_argument("--listen", default="127.0.0.1:9092", metavar="HOST:PORT", help="default 127.0.0.1:9092; port 0 picks one")
+    p.add_argument("--advertised-listener", metavar="HOST:PORT", help="the address Metadata gives clients")
+    p.add_argument("--node-id", type=int, default=0, metavar="N", help="the broker's id (default 0)")
+    p.add_argument(
+        "--config",
+        action="append",
+        type=_key_value,
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker, store or topic default key (Kafka's names); repeatable",
+    )
+    p.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics here")
+    p.set_defaults(func=run, parser=p)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = dict(args.config)
+    config["node.id"] = str(args.node_id)
+    if args.advertised_listener:
+        config["advertised.listeners"] = args.advertised_listener
+    if args.node_id < 0:
+        raise CliError(f"--node-id must be >= 0, got {args.node_id}")
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        broker = Broker(store_path(args), args.listen, config=config, metrics=args.metrics)
+        try:
+            print(f"seglog: broker {broker.node_id} listening on {broker.bootstrap_servers}", flush=True)
+            if broker.metrics_address:
+                print(f"seglog: metrics on http://{broker.metrics_address}/metrics", file=sys.stderr, flush=True)
+            while not stop.wait(0.5):
+                pass
+        finally:
+            stats = broker.stats()
+            broker.close()
+        print(
+            f"seglog: broker {broker.node_id} stopped; fetch bytes sent with sendfile "
+            f"{stats['fetch_sendfile_bytes']}, copied {stats['fetch_copied_bytes']}",
+            file=sys.stderr,
+            flush=True,
+        )
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    return 0

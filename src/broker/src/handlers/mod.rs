@@ -1,0 +1,175 @@
+//! One handler per API, each declaring the versions it serves next to its
+//! code; `SUPPORTED` gathers them, and it is what ApiVersions answers.
+//!
+//! A request whose API is unknown or not served, or whose bytes do not decode,
+//! closes its connection with a log line (as Kafka does); an ApiVersions of a
+//! version not served gets UNSUPPORTED_VERSION and the served ranges, so the
+//! client can retry with one it has.
+
+mod api_versions;
+mod fetch;
+mod list_offsets;
+mod metadata;
+mod produce;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
+use kafka_protocol::protocol::Decodable;
+use seglog_core::error::Error;
+
+use crate::frame::HeaderStart;
+use crate::response::Response;
+use crate::server::Shared;
+
+/// The APIs served, with their version ranges.
+pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, produce::VERSIONS.0, produce::VERSIONS.1),
+    (ApiKey::Fetch, fetch::VERSIONS.0, fetch::VERSIONS.1),
+    (ApiKey::ListOffsets, list_offsets::VERSIONS.0, list_offsets::VERSIONS.1),
+    (ApiKey::Metadata, metadata::VERSIONS.0, metadata::VERSIONS.1),
+    (ApiKey::ApiVersions, api_versions::VERSIONS.0, api_versions::VERSIONS.1),
+];
+
+pub fn supported(key: ApiKey) -> Option<(i16, i16)> {
+    SUPPORTED.iter().find(|(k, ..)| *k == key).map(|&(_, lo, hi)| (lo, hi))
+}
+
+/// What to do with a request.
+pub enum Outcome {
+    Respond {
+        api: &'static str,
+        response: Response,
+    },
+    /// acks=0 Produce: no response is sent.
+    NoResponse {
+        api: &'static str,
+    },
+    Close {
+        api: &'static str,
+        reason: String,
+    },
+}
+
+impl Outcome {
+    pub fn api(&self) -> &'static str {
+        match self {
+            Outcome::Respond { api, .. } | Outcome::NoResponse { api } | Outcome::Close { api, .. } => api,
+        }
+    }
+}
+
+/// A handler's answer: a message the protocol crate encodes, a response it
+/// built itself (Fetch, with file slices), or none.
+pub enum Reply {
+    Message(Box<ResponseKind>),
+    Built(Response),
+    Nothing,
+}
+
+pub fn api_name(key: ApiKey) -> &'static str {
+    match key {
+        ApiKey::Produce => "Produce",
+        ApiKey::Fetch => "Fetch",
+        ApiKey::ListOffsets => "ListOffsets",
+        ApiKey::Metadata => "Metadata",
+        ApiKey::ApiVersions => "ApiVersions",
+        ApiKey::InitProducerId => "InitProducerId",
+        ApiKey::CreateTopics => "CreateTopics",
+        ApiKey::DeleteTopics => "DeleteTopics",
+        ApiKey::CreatePartitions => "CreatePartitions",
+        ApiKey::DescribeConfigs => "DescribeConfigs",
+        ApiKey::AlterConfigs => "AlterConfigs",
+        ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
+        ApiKey::DeleteRecords => "DeleteRecords",
+        ApiKey::DescribeCluster => "DescribeCluster",
+        ApiKey::OffsetForLeaderEpoch => "OffsetForLeaderEpoch",
+        _ => "Other",
+    }
+}
+
+/// Decodes and serves one request frame.
+pub async fn handle(shared: &Arc<Shared>, frame: Bytes) -> Outcome {
+    let Some(start) = HeaderStart::peek(&frame) else {
+        return Outcome::Close { api: "Unknown", reason: "request shorter than its header".into() };
+    };
+    let Ok(key) = ApiKey::try_from(start.api_key) else {
+        return Outcome::Close { api: "Unknown", reason: format!("unknown API key {}", start.api_key) };
+    };
+    let api = api_name(key);
+    let version = start.api_version;
+    let Some((lo, hi)) = supported(key) else {
+        return Outcome::Close {
+            api,
+            reason: format!("API {api} (key {}) is not served by this broker", start.api_key),
+        };
+    };
+    if !(lo..=hi).contains(&version) {
+        if key == ApiKey::ApiVersions {
+            return respond(api, api_versions::unsupported(start.correlation_id));
+        }
+        return Outcome::Close {
+            api,
+            reason: format!("{api} version {version} is not served (this broker serves {lo} to {hi})"),
+        };
+    }
+    let mut body = frame;
+    let header = match RequestHeader::decode(&mut body, key.request_header_version(version)) {
+        Ok(h) => h,
+        Err(e) => {
+            return Outcome::Close { api, reason: format!("malformed {api} v{version} request header: {e}") }
+        }
+    };
+    let request = match RequestKind::decode(key, &mut body, version) {
+        Ok(r) => r,
+        Err(e) => return Outcome::Close { api, reason: format!("malformed {api} v{version} request: {e}") },
+    };
+    let reply = match request {
+        RequestKind::ApiVersions(r) => api_versions::handle(r),
+        RequestKind::Metadata(r) => metadata::handle(shared, r, version).await,
+        RequestKind::Produce(r) => produce::handle(shared, r, version).await,
+        RequestKind::Fetch(r) => fetch::handle(shared, r, &header, version).await,
+        RequestKind::ListOffsets(r) => list_offsets::handle(shared, r, version).await,
+        _ => return Outcome::Close { api, reason: format!("{api} is not served by this broker") },
+    };
+    match reply {
+        Reply::Nothing => Outcome::NoResponse { api },
+        Reply::Built(response) => Outcome::Respond { api, response },
+        Reply::Message(message) => {
+            let mut buf = bytes::BytesMut::new();
+            let encoded = crate::response::encode_header(
+                &mut buf,
+                header.correlation_id,
+                key.response_header_version(version),
+            )
+            .and_then(|_| message.encode(&mut buf, version));
+            match encoded {
+                Ok(()) => Outcome::Respond { api, response: Response::bytes(buf.freeze()) },
+                Err(e) => {
+                    Outcome::Close { api, reason: format!("encoding the {api} v{version} response: {e}") }
+                }
+            }
+        }
+    }
+}
+
+fn respond(api: &'static str, r: anyhow::Result<Response>) -> Outcome {
+    match r {
+        Ok(response) => Outcome::Respond { api, response },
+        Err(e) => Outcome::Close { api, reason: format!("encoding the response: {e}") },
+    }
+}
+
+/// Kafka's error code for a store error (UNKNOWN_SERVER_ERROR if it has none).
+pub fn error_code(e: &Error) -> i16 {
+    e.kafka_code().unwrap_or(-1)
+}
+
+/// Runs blocking store work off the network threads.
+pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(v) => v,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
+}

@@ -1,0 +1,107 @@
+//! Produce: each partition's batches validated as Kafka's LogValidator does
+//! (without re-encoding them), offsets assigned by patching the headers, and
+//! an answer per partition with Kafka's error codes. Partitions of a request
+//! are appended concurrently; appends to one partition from many connections
+//! meet at its writer lock and share their fsyncs (the log's group commit).
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use seglog_core::log::AppendOrigin;
+
+use super::{error_code, Reply};
+use crate::server::Shared;
+
+pub const VERSIONS: (i16, i16) = (3, 8);
+
+/// Why a whole request is refused before anything of it is appended.
+fn refusal(r: &ProduceRequest) -> Option<(i16, &'static str)> {
+    if !(-1..=1).contains(&r.acks) {
+        return Some((ResponseError::InvalidRequiredAcks.code(), "acks must be 0, 1 or -1 (all)"));
+    }
+    if r.transactional_id.is_some() {
+        return Some((
+            ResponseError::TransactionalIdAuthorizationFailed.code(),
+            "transactions are not supported by this broker",
+        ));
+    }
+    None
+}
+
+pub async fn handle(shared: &Arc<Shared>, r: ProduceRequest, _version: i16) -> Reply {
+    let acks = r.acks;
+    let refused = refusal(&r);
+    let mut pending = Vec::new();
+    for topic in r.topic_data {
+        let name = topic.name.0.to_string();
+        let mut parts = Vec::new();
+        for p in topic.partition_data {
+            let index = p.index;
+            if refused.is_some() {
+                parts.push((index, None));
+                continue;
+            }
+            let store = shared.store.clone();
+            let name = name.clone();
+            let metrics = shared.metrics.clone();
+            let task = tokio::task::spawn_blocking(move || {
+                let records = p.records.unwrap_or_default();
+                let bytes = records.len() as u64;
+                let log = store.partition(&name, index)?;
+                let info = log.append_as_leader(records.to_vec(), AppendOrigin::Client)?;
+                metrics.bytes_in.inc_by(bytes);
+                metrics.messages_in.inc_by(info.records.max(0) as u64);
+                Ok::<_, seglog_core::Error>((info, log.log_start_offset()))
+            });
+            parts.push((index, Some(task)));
+        }
+        pending.push((name, parts));
+    }
+    let mut responses = Vec::with_capacity(pending.len());
+    for (name, parts) in pending {
+        let mut partitions = Vec::with_capacity(parts.len());
+        for (index, task) in parts {
+            let mut resp = PartitionProduceResponse::default()
+                .with_index(index)
+                .with_base_offset(-1)
+                .with_log_append_time_ms(-1)
+                .with_log_start_offset(-1);
+            match task {
+                None => {
+                    let (code, why) = refused.unwrap_or((-1, ""));
+                    resp.error_code = code;
+                    resp.error_message = Some(StrBytes::from_static_str(why));
+                }
+                Some(task) => match task.await {
+                    Ok(Ok((info, start))) => {
+                        resp.base_offset = info.base_offset;
+                        resp.log_append_time_ms = info.log_append_time;
+                        resp.log_start_offset = start;
+                    }
+                    Ok(Err(e)) => {
+                        resp.error_code = error_code(&e);
+                        resp.error_message = Some(StrBytes::from_string(e.to_string()));
+                    }
+                    Err(e) => {
+                        resp.error_code = ResponseError::UnknownServerError.code();
+                        resp.error_message = Some(StrBytes::from_string(format!("append failed: {e}")));
+                    }
+                },
+            }
+            shared.metrics.error("Produce", resp.error_code);
+            partitions.push(resp);
+        }
+        responses.push(
+            TopicProduceResponse::default()
+                .with_name(kafka_protocol::messages::TopicName(StrBytes::from_string(name)))
+                .with_partition_responses(partitions),
+        );
+    }
+    if acks == 0 {
+        return Reply::Nothing;
+    }
+    Reply::Message(Box::new(ResponseKind::Produce(ProduceResponse::default().with_responses(responses))))
+}

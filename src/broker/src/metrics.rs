@@ -1,0 +1,193 @@
+//! The broker's metrics (Kafka's core broker metrics under Prometheus names),
+//! served as Prometheus text by `serve_metrics` and read by tests as numbers.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use seglog_core::store::Store;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+type Labels = Vec<(&'static str, String)>;
+
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<Labels, Counter>,
+    errors: Family<Labels, Counter>,
+    latency: Family<Labels, Histogram>,
+    log_end_offsets: Family<Labels, Gauge>,
+    pub bytes_in: Counter,
+    pub messages_in: Counter,
+    pub bytes_out: Counter,
+    pub sendfile_bytes: Counter,
+    pub copied_bytes: Counter,
+    pub connections: Gauge,
+    pub connections_created: Counter,
+    pub connection_errors: Counter,
+}
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_05, 2.0, 20))
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("seglog");
+        let requests = Family::<Labels, Counter>::default();
+        let errors = Family::<Labels, Counter>::default();
+        let latency =
+            Family::<Labels, Histogram>::new_with_constructor(latency_histogram as fn() -> Histogram);
+        let log_end_offsets = Family::<Labels, Gauge>::default();
+        let m = Metrics {
+            requests: requests.clone(),
+            errors: errors.clone(),
+            latency: latency.clone(),
+            log_end_offsets: log_end_offsets.clone(),
+            bytes_in: Counter::default(),
+            messages_in: Counter::default(),
+            bytes_out: Counter::default(),
+            sendfile_bytes: Counter::default(),
+            copied_bytes: Counter::default(),
+            connections: Gauge::default(),
+            connections_created: Counter::default(),
+            connection_errors: Counter::default(),
+            registry: Registry::default(),
+        };
+        registry.register("requests", "Requests handled, per API (Kafka's RequestsPerSec)", requests);
+        registry.register(
+            "request_errors",
+            "Error codes returned, per API and code (Kafka's ErrorsPerSec)",
+            errors,
+        );
+        registry.register(
+            "request_latency_seconds",
+            "Time from a request's arrival to its response (TotalTimeMs)",
+            latency,
+        );
+        registry.register(
+            "log_end_offset",
+            "Each partition's log end offset (Kafka's LogEndOffset)",
+            log_end_offsets,
+        );
+        registry.register("bytes_in", "Record bytes appended by Produce (BytesInPerSec)", m.bytes_in.clone());
+        registry.register(
+            "messages_in",
+            "Records appended by Produce (MessagesInPerSec)",
+            m.messages_in.clone(),
+        );
+        registry.register(
+            "bytes_out",
+            "Record bytes returned by Fetch (BytesOutPerSec)",
+            m.bytes_out.clone(),
+        );
+        registry.register(
+            "fetch_sendfile_bytes",
+            "Fetch record bytes sent with sendfile, not through user space",
+            m.sendfile_bytes.clone(),
+        );
+        registry.register(
+            "fetch_copied_bytes",
+            "Fetch record bytes read into a buffer and written",
+            m.copied_bytes.clone(),
+        );
+        registry.register("connections", "Open client connections (connection-count)", m.connections.clone());
+        registry.register(
+            "connections_created",
+            "Connections accepted (connection-creation-total)",
+            m.connections_created.clone(),
+        );
+        registry.register(
+            "connection_errors",
+            "Connections closed for bad input or I/O errors",
+            m.connection_errors.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+}
+
+impl Metrics {
+    pub fn request(&self, api: &str, seconds: f64) {
+        let labels = vec![("request", api.to_string())];
+        self.requests.get_or_create(&labels).inc();
+        self.latency.get_or_create(&labels).observe(seconds);
+    }
+
+    pub fn error(&self, api: &str, code: i16) {
+        if code != 0 {
+            self.errors.get_or_create(&vec![("request", api.to_string()), ("error", code.to_string())]).inc();
+        }
+    }
+
+    /// The registry as Prometheus text, with the log end offsets read now.
+    pub fn render(&self, store: &Store) -> String {
+        self.log_end_offsets.clear();
+        if let Ok(names) = store.topics() {
+            for name in names {
+                let Ok(topic) = store.topic(&name) else { continue };
+                for log in &topic.partitions {
+                    let labels = vec![("topic", name.clone()), ("partition", log.partition().to_string())];
+                    self.log_end_offsets.get_or_create(&labels).set(log.log_end_offset());
+                }
+            }
+        }
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+
+    /// The scalar counters, and per-API request and error counts, by name.
+    pub fn snapshot(&self) -> BTreeMap<String, u64> {
+        let mut m = BTreeMap::new();
+        m.insert("bytes_in".into(), self.bytes_in.get());
+        m.insert("messages_in".into(), self.messages_in.get());
+        m.insert("bytes_out".into(), self.bytes_out.get());
+        m.insert("fetch_sendfile_bytes".into(), self.sendfile_bytes.get());
+        m.insert("fetch_copied_bytes".into(), self.copied_bytes.get());
+        m.insert("connections".into(), self.connections.get().max(0) as u64);
+        m.insert("connections_created".into(), self.connections_created.get());
+        m.insert("connection_errors".into(), self.connection_errors.get());
+        m
+    }
+}
+
+/// Serves `GET /metrics` (any path) as Prometheus text until the task is dropped.
+pub async fn serve_metrics(listener: TcpListener, metrics: Arc<Metrics>, store: Arc<Store>) {
+    loop {
+        let Ok((mut sock, _)) = listener.accept().await else { continue };
+        let metrics = metrics.clone();
+        let store = store.clone();
+        tokio::spawn(async move {
+            // Read the request head (bounded) and answer whatever was asked.
+            let mut head = Vec::with_capacity(1024);
+            let mut buf = [0u8; 1024];
+            let read = async {
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 << 10 {
+                    match sock.read(&mut buf).await {
+                        Ok(0) | Err(_) => return false,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                true
+            };
+            if !matches!(tokio::time::timeout(Duration::from_secs(10), read).await, Ok(true)) {
+                return;
+            }
+            let store2 = store.clone();
+            let body = tokio::task::spawn_blocking(move || metrics.render(&store2)).await.unwrap_or_default();
+            let reply = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = sock.write_all(reply.as_bytes()).await;
+        });
+    }
+}

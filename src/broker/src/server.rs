@@ -1,0 +1,185 @@
+//! The broker: a tokio runtime of its own, an accept loop, one task per
+//! connection, and a clean stop (no new connections, in-flight requests
+//! finished, then the runtime down). The store stays the caller's to close.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use seglog_core::error::{Error, Result};
+use seglog_core::store::Store;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::config::BrokerConfig;
+use crate::connection::serve_connection;
+use crate::logline::log;
+use crate::metrics::{serve_metrics, Metrics};
+
+/// What every request handler can see.
+pub struct Shared {
+    pub store: Arc<Store>,
+    pub config: BrokerConfig,
+    /// The host and port Metadata hands out.
+    pub advertised: (String, i32),
+    pub cluster_id: String,
+    pub metrics: Arc<Metrics>,
+    /// Bumped after every append to the store: what a long-polling Fetch waits on.
+    pub appended: watch::Receiver<u64>,
+}
+
+pub struct Broker {
+    runtime: Option<tokio::runtime::Runtime>,
+    shared: Arc<Shared>,
+    local_addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
+    stop: watch::Sender<bool>,
+    server: Option<tokio::task::JoinHandle<()>>,
+    bridge: Option<JoinHandle<()>>,
+}
+
+fn io_err(what: &str) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |e| Error::Io(std::io::Error::new(e.kind(), format!("{what}: {e}")))
+}
+
+impl Broker {
+    /// Binds the listener (and the metrics listener, if any) and starts serving
+    /// `store` on background threads.
+    pub fn start(store: Arc<Store>, config: BrokerConfig, metrics_listen: Option<&str>) -> Result<Broker> {
+        if store.is_read_only() {
+            return Err(Error::ReadOnly("serving a store as a broker"));
+        }
+        let cluster_id = crate::cluster::load_or_create(store.path(), config.node_id, false)?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(config.network_threads)
+            .thread_name("seglog-broker")
+            .enable_all()
+            .build()
+            .map_err(io_err("starting the broker's runtime"))?;
+        let listen = config.listen.clone();
+        let listener =
+            runtime.block_on(TcpListener::bind(&listen)).map_err(io_err(&format!("binding {listen}")))?;
+        let local_addr = listener.local_addr().map_err(io_err("reading the bound address"))?;
+        let advertised = match &config.advertised_listener {
+            Some(a) => {
+                let (host, port) = a.rsplit_once(':').unwrap_or((a, "9092"));
+                (host.to_string(), port.parse().unwrap_or(9092))
+            }
+            None => (local_addr.ip().to_string(), i32::from(local_addr.port())),
+        };
+        let metrics = Arc::new(Metrics::default());
+        let metrics_addr = match metrics_listen {
+            Some(addr) => {
+                let l =
+                    runtime.block_on(TcpListener::bind(addr)).map_err(io_err(&format!("binding {addr}")))?;
+                let a = l.local_addr().map_err(io_err("reading the metrics address"))?;
+                runtime.spawn(serve_metrics(l, metrics.clone(), store.clone()));
+                Some(a)
+            }
+            None => None,
+        };
+        let (appended_tx, appended) = watch::channel(0u64);
+        let (stop, stop_rx) = watch::channel(false);
+        let bridge = Self::bridge_appends(&store, appended_tx, stop_rx.clone())?;
+        let shared = Arc::new(Shared { store, config, advertised, cluster_id, metrics, appended });
+        let server = runtime.spawn(accept_loop(listener, shared.clone(), stop_rx));
+        Ok(Broker {
+            runtime: Some(runtime),
+            shared,
+            local_addr,
+            metrics_addr,
+            stop,
+            server: Some(server),
+            bridge: Some(bridge),
+        })
+    }
+
+    /// Carries the store's append signal (a condvar, the core has no tokio)
+    /// into a watch channel that Fetch requests await.
+    fn bridge_appends(
+        store: &Arc<Store>,
+        tx: watch::Sender<u64>,
+        stop: watch::Receiver<bool>,
+    ) -> Result<JoinHandle<()>> {
+        let signal = store.append_signal().clone();
+        std::thread::Builder::new()
+            .name("seglog-broker-appends".into())
+            .spawn(move || {
+                let mut seen = signal.current();
+                while !*stop.borrow() {
+                    if signal.wait_after(seen, Duration::from_millis(100)) {
+                        seen = signal.current();
+                        tx.send_replace(seen);
+                    }
+                }
+            })
+            .map_err(io_err("starting the append watcher"))
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
+    }
+    pub fn node_id(&self) -> i32 {
+        self.shared.config.node_id
+    }
+    pub fn cluster_id(&self) -> &str {
+        &self.shared.cluster_id
+    }
+    pub fn metrics(&self) -> &Metrics {
+        &self.shared.metrics
+    }
+    pub fn store(&self) -> &Arc<Store> {
+        &self.shared.store
+    }
+
+    /// Stops accepting, lets in-flight requests finish (up to `grace`), then
+    /// stops the runtime. Idempotent.
+    pub fn shutdown(&mut self, grace: Duration) {
+        let _ = self.stop.send(true);
+        if let (Some(rt), Some(server)) = (self.runtime.as_ref(), self.server.take()) {
+            let _ = rt.block_on(async { tokio::time::timeout(grace, server).await });
+        }
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_timeout(Duration::from_secs(1));
+        }
+        if let Some(bridge) = self.bridge.take() {
+            let _ = bridge.join();
+        }
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        self.shutdown(Duration::from_secs(5));
+    }
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let _ = stream.set_nodelay(true);
+                    shared.metrics.connections_created.inc();
+                    connections.spawn(serve_connection(stream, peer, shared.clone(), stop.clone()));
+                }
+                Err(e) => {
+                    // Out of descriptors and the like: say so, back off, go on.
+                    log("warn", "accept_failed", &[("error", &e)]);
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            _ = stop.changed() => break,
+        }
+    }
+    drop(listener);
+    // Each connection finishes the request it is serving and then closes.
+    while connections.join_next().await.is_some() {}
+}
