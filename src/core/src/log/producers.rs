@@ -139,3 +139,7 @@ impl PartitionLog {
         self.writer.lock().producers.last_data_offsets()
     }
 }
+
+#[cfg(test)]
+#[path = "producers_test.rs"]
+mod tests;
