@@ -259,12 +259,15 @@ impl PartitionLog {
         if self.closed.load(Ordering::Acquire) {
             return Ok(());
         }
-        w.producers.set_map_end(self.log_end_offset());
-        if w.producers.take_snapshot(true)? {
-            self.dir_dirty.store(true, Ordering::Release);
-        }
         self.flush()?;
         self.active()?.seal()?;
+        // After the flush, so that a failure here (a full disk) costs only
+        // the snapshot; it still fails the close, so the store is not marked
+        // cleanly shut down and the next open rebuilds the state from the log.
+        w.producers.set_map_end(self.log_end_offset());
+        if w.producers.take_snapshot(true)? {
+            crate::checkpoint::sync_dir(&self.dir)?;
+        }
         self.closed.store(true, Ordering::Release);
         Ok(())
     }
