@@ -72,6 +72,21 @@ pub enum Error {
     /// damage on disk, not a caller's mistake.
     #[error("corrupt file {path}: {reason}")]
     CorruptFile { path: PathBuf, reason: String },
+    /// A batch from a producer whose epoch is older than the one the log has
+    /// seen for its id: a newer producer with the same id fenced it.
+    #[error(
+        "producer {producer_id} sent epoch {epoch}, older than its current epoch {current_epoch}: \
+         a newer instance of this producer fenced it"
+    )]
+    InvalidProducerEpoch { producer_id: i64, epoch: i16, current_epoch: i16 },
+    /// A batch whose first sequence is not the one that must come next: a
+    /// batch before it is missing, or a new epoch did not start at 0.
+    #[error(
+        "out of order sequence number from producer {producer_id} (epoch {epoch}): the batch starts at \
+         sequence {sequence}, but {expected} was expected{}",
+        if *new_epoch { " (a new epoch starts at sequence 0)" } else { " (one past the last sequence written)" }
+    )]
+    OutOfOrderSequence { producer_id: i64, epoch: i16, sequence: i32, expected: i32, new_epoch: bool },
 }
 
 impl Error {
@@ -92,6 +107,8 @@ impl Error {
             Error::Io(_) | Error::IoAt { .. } | Error::CorruptFile { .. } => KAFKA_STORAGE_ERROR,
             Error::UnsupportedCompression(_) => UNSUPPORTED_COMPRESSION_TYPE,
             Error::InvalidRecord(_) => INVALID_RECORD,
+            Error::InvalidProducerEpoch { .. } => INVALID_PRODUCER_EPOCH,
+            Error::OutOfOrderSequence { .. } => OUT_OF_ORDER_SEQUENCE_NUMBER,
             _ => return None,
         })
     }
@@ -138,6 +155,22 @@ impl Error {
             Error::CorruptFile { path, reason } => {
                 Error::CorruptFile { path: path.clone(), reason: reason.clone() }
             }
+            Error::InvalidProducerEpoch { producer_id, epoch, current_epoch } => {
+                Error::InvalidProducerEpoch {
+                    producer_id: *producer_id,
+                    epoch: *epoch,
+                    current_epoch: *current_epoch,
+                }
+            }
+            Error::OutOfOrderSequence { producer_id, epoch, sequence, expected, new_epoch } => {
+                Error::OutOfOrderSequence {
+                    producer_id: *producer_id,
+                    epoch: *epoch,
+                    sequence: *sequence,
+                    expected: *expected,
+                    new_epoch: *new_epoch,
+                }
+            }
         }
     }
 
@@ -162,7 +195,15 @@ pub mod kafka_codes {
     pub const INVALID_TIMESTAMP: i16 = 32;
     pub const TOPIC_ALREADY_EXISTS: i16 = 36;
     pub const INVALID_CONFIG: i16 = 40;
+    pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+    /// Not returned by seglog (nor by Kafka's log since 0.11's retry rules): a
+    /// retried batch is answered with its first copy's offsets and no error.
+    pub const DUPLICATE_SEQUENCE_NUMBER: i16 = 46;
+    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
     pub const KAFKA_STORAGE_ERROR: i16 = 56;
+    /// Not returned by seglog's log: as in Kafka since KIP-360, a producer the
+    /// log does not know may start at any sequence.
+    pub const UNKNOWN_PRODUCER_ID: i16 = 59;
     pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
     pub const INVALID_RECORD: i16 = 87;
 }

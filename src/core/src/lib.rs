@@ -16,6 +16,7 @@ pub mod error;
 pub mod group;
 pub mod index;
 pub mod log;
+pub mod producer_state;
 pub mod record;
 pub mod segment;
 pub mod store;

@@ -7,7 +7,10 @@
 //! only if no later record has its key. Offsets never change (gaps are fine);
 //! each batch keeps its base offset and last offset delta. Tombstones are kept
 //! until their batch's delete horizon (set, as Kafka does, to now +
-//! `delete.retention.ms` when a cleaning first keeps them) has passed.
+//! `delete.retention.ms` when a cleaning first keeps them) has passed. The
+//! last batch of each producer the log knows is kept (if only as an empty
+//! batch), as Kafka does, so that a producer state rebuilt from the log still
+//! knows the producer's last sequence.
 //!
 //! Segments are read batch by batch through a buffer of half of
 //! `log.cleaner.io.buffer.size` and written through the other half (Kafka's
@@ -152,19 +155,30 @@ pub fn clean(
         inactive.iter().zip(&ends).filter(|(_, &end)| end <= map_end).map(|(s, _)| s.clone()).collect();
     let mut result = CleanResult { cleaned_to: map_end, min_horizon: i64::MAX, ..CleanResult::default() };
     let horizon = now_ms.saturating_add(config.delete_retention_ms);
+    let producers = log.producer_last_offsets();
+    let keep = Keep { map: &map, producers: &producers, now_ms, horizon };
     for group in group_by_size(&cleanable, config.segment_bytes) {
-        clean_group(log, &group, &map, now_ms, horizon, io_half, &mut result)?;
+        clean_group(log, &group, &keep, io_half, &mut result)?;
     }
     log.set_tombstone_horizon(result.min_horizon);
     Ok(Some(result))
 }
 
+/// What decides which records a pass keeps.
+struct Keep<'a> {
+    /// Each key's latest offset.
+    map: &'a HashMap<u128, i64>,
+    /// Each producer's last data offset: its batch is kept.
+    producers: &'a HashMap<i64, i64>,
+    now_ms: i64,
+    /// The delete horizon given to tombstones kept for the first time.
+    horizon: i64,
+}
+
 fn clean_group(
     log: &PartitionLog,
     group: &[Arc<Segment>],
-    map: &HashMap<u128, i64>,
-    now_ms: i64,
-    horizon: i64,
+    keep: &Keep<'_>,
     io_bytes: usize,
     result: &mut CleanResult,
 ) -> Result<()> {
@@ -182,7 +196,7 @@ fn clean_group(
             // The group's last batch is kept (if only as an empty batch) so
             // that the cleaned segment still ends where the group did.
             let keep_shell = i + 1 == group.len() && last;
-            if let Some(bytes) = filter_batch(&b, map, now_ms, horizon, keep_shell, result)? {
+            if let Some(bytes) = filter_batch(&b, keep, keep_shell, result)? {
                 out.write_all(&bytes).map_err(Error::at(&cleaned_path))?;
                 written += bytes.len() as u64;
             }
@@ -223,12 +237,15 @@ fn group_by_size(segs: &[Arc<Segment>], max_bytes: u64) -> Vec<Vec<Arc<Segment>>
 /// shell is needed), the original bytes if everything is.
 fn filter_batch<'b>(
     b: &RecordBatch<'b>,
-    map: &HashMap<u128, i64>,
-    now_ms: i64,
-    horizon: i64,
+    rules: &Keep<'_>,
     keep_shell: bool,
     result: &mut CleanResult,
 ) -> Result<Option<Cow<'b, [u8]>>> {
+    let (map, now_ms, horizon) = (rules.map, rules.now_ms, rules.horizon);
+    // A producer's last batch keeps its sequence in the log (Kafka's
+    // `retainLastBatchSequence`), even with no record left.
+    let keep_shell = keep_shell
+        || (b.producer_id() >= 0 && rules.producers.get(&b.producer_id()) == Some(&b.last_offset()));
     if b.is_control() {
         return Ok(Some(Cow::Borrowed(b.as_bytes())));
     }

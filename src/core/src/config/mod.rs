@@ -34,6 +34,10 @@ pub struct LogConfig {
     pub file_delete_delay_ms: i64,
     pub delete_retention_ms: i64,
     pub min_cleanable_dirty_ratio: f64,
+    /// How long a producer id stays known to the log after its last batch
+    /// (Kafka's `producer.id.expiration.ms`). A broker-wide setting in Kafka,
+    /// so here a store key (not a topic key) that every topic inherits.
+    pub producer_id_expiration_ms: i64,
 }
 
 impl Default for LogConfig {
@@ -55,6 +59,7 @@ impl Default for LogConfig {
             file_delete_delay_ms: 60_000,
             delete_retention_ms: DAY_MS,
             min_cleanable_dirty_ratio: 0.5,
+            producer_id_expiration_ms: crate::producer_state::DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         }
     }
 }
@@ -265,12 +270,15 @@ impl StoreConfig {
                     c.cleaner_io_buffer_size = int(key, value, 1024, i32::MAX as i64)? as usize;
                 }
                 "log.cleaner.enable" => c.cleaner_enable = boolean(key, value)?,
+                "producer.id.expiration.ms" => {
+                    c.topic_defaults.producer_id_expiration_ms = int(key, value, 1, i64::MAX)?;
+                }
                 _ if TOPIC_KEYS.contains(&key.as_str()) => c.topic_defaults.set(key, value)?,
                 _ => {
                     return Err(Error::InvalidConfig(format!(
                         "unknown config key {key:?} (store keys: auto.create.topics.enable, num.partitions, \
                          log.retention.check.interval.ms, log.cleaner.dedupe.buffer.size, \
-                         log.cleaner.io.buffer.size, log.cleaner.enable; topic keys: {})",
+                         log.cleaner.io.buffer.size, log.cleaner.enable, producer.id.expiration.ms; topic keys: {})",
                         TOPIC_KEYS.join(", ")
                     )))
                 }

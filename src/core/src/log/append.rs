@@ -9,6 +9,7 @@ use super::{PartitionLog, LEADER_EPOCH};
 use crate::clock::now_ms;
 use crate::config::LogConfig;
 use crate::error::{Error, Result};
+use crate::producer_state::{AppendCheck, ProducerBatch, ProducerStateManager, Validation};
 use crate::record::batch::{
     set_base_offset, set_create_time, set_log_append_time, set_partition_leader_epoch, NO_TIMESTAMP,
 };
@@ -24,7 +25,14 @@ pub struct AppendInfo {
     pub last_offset: i64,
     /// The broker-assigned time for LogAppendTime topics, else -1.
     pub log_append_time: i64,
+    /// Records written (0 for a duplicate).
     pub records: i64,
+    /// The append was a retry of a batch already in the log (an idempotent
+    /// producer's, same epoch and sequence range as one of its last five):
+    /// nothing was written, and `base_offset`/`last_offset` are those of the
+    /// first copy (`log_append_time` too, on a LogAppendTime topic). A broker
+    /// answers them with error code 0, as Kafka does.
+    pub duplicate: bool,
 }
 
 /// Who built the batches of an append, which decides how far they are checked
@@ -139,6 +147,14 @@ impl PartitionLog {
     /// offsets, leader epoch and timestamps (LogAppendTime, or a client's
     /// CreateTime batch's maxTimestamp) are assigned here. All or nothing: the
     /// whole append is refused if any batch is bad, and cut back if a write fails.
+    ///
+    /// Batches with a producer id are checked against the producer state
+    /// (Kafka's idempotent producer): from a `Client`, a retry of one of the
+    /// producer's last five batches makes the whole append a duplicate (see
+    /// `AppendInfo::duplicate`; nothing is written), an epoch older than the
+    /// producer's is `InvalidProducerEpoch`, and a sequence that does not follow
+    /// is `OutOfOrderSequence`; from seglog's own writers only the epoch is
+    /// checked. The state takes each batch in once it is written.
     pub fn append_as_leader(&self, mut buf: Vec<u8>, origin: AppendOrigin) -> Result<AppendInfo> {
         if self.read_only {
             return Err(Error::ReadOnly("append"));
@@ -180,10 +196,33 @@ impl PartitionLog {
                 super::MAX_OFFSET
             )));
         }
+        // Each batch's producer fields with the offsets it is about to get.
+        let mut producer_batches = Vec::with_capacity(bounds.len());
+        let mut next = first;
+        for &(pos, size, _, last_delta, max_ts) in &bounds {
+            let b = RecordBatch::header_only(&buf[pos..pos + size])?;
+            let ts = if log_append_time >= 0 { log_append_time } else { max_ts.unwrap_or(b.max_timestamp()) };
+            producer_batches.push(ProducerBatch::of(&b, next, ts));
+            next += i64::from(last_delta.max(0)) + 1;
+        }
+        let checked: Vec<ProducerBatch> = producer_batches.iter().flatten().copied().collect();
+        if !checked.is_empty() {
+            let validation =
+                if origin == AppendOrigin::Client { Validation::Client } else { Validation::EpochOnly };
+            if let AppendCheck::Duplicate(m) = w.producers.check_append(&checked, validation)? {
+                return Ok(AppendInfo {
+                    base_offset: m.first_offset,
+                    last_offset: m.last_offset,
+                    log_append_time: if log_append_time >= 0 { m.timestamp } else { -1 },
+                    records: 0,
+                    duplicate: true,
+                });
+            }
+        }
         let mut next = first;
         let mut records = 0i64;
         let mut written = Ok(());
-        for &(pos, size, count, last_delta, max_ts) in &bounds {
+        for (&(pos, size, count, last_delta, max_ts), producer) in bounds.iter().zip(&producer_batches) {
             let bytes = &mut buf[pos..pos + size];
             set_base_offset(bytes, next);
             set_partition_leader_epoch(bytes, LEADER_EPOCH);
@@ -210,11 +249,14 @@ impl PartitionLog {
                 records: count,
             };
             written = self
-                .maybe_roll(&config, &info)
+                .maybe_roll(&config, &info, &mut w.producers)
                 .and_then(|seg| seg.append(bytes, &info, config.index_interval_bytes));
             if let Err(e) = &written {
                 self.note_write_error(e);
                 break;
+            }
+            if let Some(p) = producer {
+                w.producers.apply(p);
             }
             next = info.last_offset + 1;
             records += i64::from(count);
@@ -224,7 +266,7 @@ impl PartitionLog {
             // never acknowledged, and readers have not seen them (the end offset
             // is published below).
             if next > first {
-                if let Err(cut) = self.truncate_locked(first, self.log_start_offset()) {
+                if let Err(cut) = self.truncate_locked(first, self.log_start_offset(), &mut w.producers) {
                     // The log no longer knows its own tail: refuse writes until a
                     // reopen recovers it.
                     self.sync_failed.store(true, Ordering::Release);
@@ -238,7 +280,9 @@ impl PartitionLog {
             }
             return Err(e);
         }
+        w.producers.set_map_end(next);
         self.end_offset.store(next, Ordering::Release);
+        self.high_watermark.store(next, Ordering::Release);
         if let Some(signal) = &*self.signal.read() {
             signal.bump();
         }
@@ -251,13 +295,25 @@ impl PartitionLog {
             drop(w);
             self.flush_to(next, false)?;
         }
-        Ok(AppendInfo { base_offset: first, last_offset: next - 1, log_append_time, records })
+        Ok(AppendInfo {
+            base_offset: first,
+            last_offset: next - 1,
+            log_append_time,
+            records,
+            duplicate: false,
+        })
     }
 
     /// Rolls to a new segment when Kafka would: the batch would overflow
     /// `segment.bytes`, the segment is older than `segment.ms`, an index is full,
     /// or the batch's offsets no longer fit a 32-bit relative offset.
-    fn maybe_roll(&self, config: &LogConfig, info: &BatchInfo) -> Result<Arc<Segment>> {
+    /// A roll also snapshots the producer state at the new segment's base.
+    fn maybe_roll(
+        &self,
+        config: &LogConfig,
+        info: &BatchInfo,
+        producers: &mut ProducerStateManager,
+    ) -> Result<Arc<Segment>> {
         let seg = self.active()?;
         let size = seg.size();
         if size == 0 {
@@ -277,6 +333,7 @@ impl PartitionLog {
         let new = Arc::new(Segment::open(&self.dir, base, config.segment_index_bytes, SegmentMode::Active)?);
         self.segments.write().insert(base, new.clone());
         self.dir_dirty.store(true, Ordering::Release);
+        self.snapshot_at_roll(producers, base);
         Ok(new)
     }
 }

@@ -60,6 +60,7 @@ impl PartitionLog {
                 s.sync_log()?;
             }
         }
+        self.sync_snapshots()?;
         if self.dir_dirty.swap(false, Ordering::AcqRel) {
             if let Err(e) = checkpoint::sync_dir(&self.dir) {
                 self.dir_dirty.store(true, Ordering::Release);

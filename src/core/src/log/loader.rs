@@ -1,5 +1,6 @@
-//! Opening a log: recovery of what an unclean stop left, and the read-only
-//! opening of a log another process writes.
+//! Opening a log: recovery of what an unclean stop left, the producer state
+//! rebuilt from its snapshots and the log, and the read-only opening of a log
+//! another process writes.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -23,6 +24,8 @@ pub struct LoadReport {
     /// Sealed segments whose batches do not end where the next segment begins:
     /// damaged on disk; reads of the missing offsets fail as corrupt.
     pub damaged_segments: usize,
+    /// Producer state snapshots found damaged, deleted and rebuilt from the log.
+    pub damaged_snapshots: usize,
 }
 
 /// Removes what an interrupted operation left behind: temporary files and
@@ -220,9 +223,18 @@ impl PartitionLog {
         let durable = if clean_shutdown { end } else { rp };
         let log = PartitionLog::new(dir, topic, partition, config, segments, false);
         log.end_offset.store(end, Ordering::Release);
+        log.high_watermark.store(end, Ordering::Release);
         log.start_offset.store(start, Ordering::Release);
         log.recovery_point.store(durable, Ordering::Release);
         log.flush.lock().flushed_to = durable;
+        {
+            // Kafka's order: stray snapshots go, then the state is rebuilt up
+            // to the log end that recovery left.
+            let mut w = log.writer.lock();
+            w.producers.remove_stray_snapshots(&log.segment_bases())?;
+            let damaged = log.rebuild_producer_state(&mut w.producers, end, clean_shutdown)?;
+            report.damaged_snapshots += damaged.len();
+        }
         let epoch_file = dir.join(LEADER_EPOCH_CHECKPOINT);
         if !epoch_file.exists() {
             checkpoint::write_leader_epochs(&epoch_file, &[(LEADER_EPOCH, 0)])?;

@@ -553,3 +553,35 @@ fn offsets_near_the_limit_are_refused_not_a_panic() {
         assert!(err.to_string().contains("09223372036854775807.log"), "{err}");
     }
 }
+
+#[test]
+fn read_upto_serves_whole_batches_below_the_bound_and_the_high_watermark_follows_the_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = open(dir.path(), 0, true);
+    assert_eq!(log.high_watermark(), 0);
+    for i in 0..10 {
+        log.append_as_leader(batch(3, 1000 + i, Compression::None), AppendOrigin::Embedded).unwrap();
+    }
+    assert_eq!(log.high_watermark(), 30);
+    let upto = |offset, max| {
+        let s = log.read_upto(offset, 1 << 20, max).unwrap();
+        crate::record::BatchIter::new(&s.bytes().unwrap(), true)
+            .map(|b| b.unwrap().base_offset())
+            .collect::<Vec<_>>()
+    };
+    let all: Vec<i64> = upto(0, i64::MAX);
+    assert_eq!(all.first(), Some(&0));
+    let bounded = upto(0, 9);
+    assert!(bounded.iter().all(|&b| b < 9) && bounded.contains(&6), "{bounded:?}");
+    assert_eq!(upto(4, 5), vec![3], "a batch starting below the bound is whole");
+    assert!(upto(9, 9).is_empty(), "at the bound: nothing yet");
+    assert!(upto(29, 9).is_empty(), "past the bound but within the log: nothing yet");
+    assert!(matches!(log.read_upto(31, 100, 9), Err(Error::OffsetOutOfRange { .. })));
+    // `read` is the same with the log end as its bound.
+    assert_eq!(log.read(0, 1 << 20).unwrap().range, log.read_upto(0, 1 << 20, 30).unwrap().range);
+    log.truncate_to(12).unwrap();
+    assert_eq!(log.high_watermark(), 12);
+    drop(log);
+    let (log, _) = open(dir.path(), 0, false);
+    assert_eq!(log.high_watermark(), log.log_end_offset());
+}

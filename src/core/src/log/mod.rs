@@ -11,6 +11,7 @@
 mod append;
 mod flush;
 mod loader;
+mod producers;
 mod read;
 mod refresh;
 mod replace;
@@ -30,6 +31,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
 
 use crate::config::LogConfig;
 use crate::error::{Error, Result};
+use crate::producer_state::ProducerStateManager;
 use crate::segment::Segment;
 
 pub use append::{internal_topic_error, is_internal_topic, AppendInfo, AppendOrigin, INTERNAL_TOPICS};
@@ -53,10 +55,14 @@ struct FlushState {
     running: bool,
 }
 
-/// What the flush policy counts between flushes (`flush.messages`, `flush.ms`).
+/// What the writer lock guards: what the flush policy counts between flushes
+/// (`flush.messages`, `flush.ms`), and the producer state, which changes only
+/// with what is written.
 struct WriterState {
     unflushed_messages: i64,
     last_flush: Instant,
+    /// Empty, and never built, in a read-only opener.
+    producers: ProducerStateManager,
 }
 
 pub struct PartitionLog {
@@ -67,6 +73,10 @@ pub struct PartitionLog {
     segments: RwLock<BTreeMap<i64, Arc<Segment>>>,
     writer: Mutex<WriterState>,
     end_offset: AtomicI64,
+    /// The offset below which reads are served to consumers (Kafka's high
+    /// watermark). Without replication it follows the log end: advanced by
+    /// every append, set back by a truncation.
+    high_watermark: AtomicI64,
     start_offset: AtomicI64,
     recovery_point: AtomicI64,
     flush: Mutex<FlushState>,
@@ -90,6 +100,9 @@ pub struct PartitionLog {
     /// Set when a write failed (even one cut back cleanly): the store must not
     /// call such a log cleanly shut down, so the next open checks its tail.
     write_failed: AtomicBool,
+    /// Producer state snapshots written without an fsync (at rolls), synced by
+    /// the next flush. Apart from the writer lock, which a flush may not take.
+    unsynced_snapshots: Mutex<Vec<PathBuf>>,
 }
 
 impl PartitionLog {
@@ -108,8 +121,13 @@ impl PartitionLog {
             dir: dir.to_owned(),
             config: RwLock::new(config),
             segments: RwLock::new(segments),
-            writer: Mutex::new(WriterState { unflushed_messages: 0, last_flush: Instant::now() }),
+            writer: Mutex::new(WriterState {
+                unflushed_messages: 0,
+                last_flush: Instant::now(),
+                producers: ProducerStateManager::new(dir),
+            }),
             end_offset: AtomicI64::new(0),
+            high_watermark: AtomicI64::new(0),
             start_offset: AtomicI64::new(0),
             recovery_point: AtomicI64::new(0),
             flush: Mutex::new(FlushState { flushed_to: 0, running: false }),
@@ -125,6 +143,7 @@ impl PartitionLog {
             tombstone_horizon: AtomicI64::new(i64::MAX),
             sync_failed: AtomicBool::new(false),
             write_failed: AtomicBool::new(false),
+            unsynced_snapshots: Mutex::new(Vec::new()),
         }
     }
 
@@ -151,6 +170,15 @@ impl PartitionLog {
     }
     pub fn log_end_offset(&self) -> i64 {
         self.end_offset.load(Ordering::Acquire)
+    }
+    /// The offset below which consumers may read (Kafka's high watermark):
+    /// the log end until replication exists. A read-only opener, which has no
+    /// word from the writer on it, uses the log end it has caught up to.
+    pub fn high_watermark(&self) -> i64 {
+        if self.read_only {
+            return self.log_end_offset();
+        }
+        self.high_watermark.load(Ordering::Acquire)
     }
     pub fn log_start_offset(&self) -> i64 {
         self.start_offset.load(Ordering::Acquire)
@@ -219,18 +247,27 @@ impl PartitionLog {
         self.segments.read().values().next_back().cloned().ok_or(Error::Closed)
     }
 
-    /// Flushes and seals the active segment; the log refuses use afterwards.
+    /// Flushes and seals the active segment and writes a producer state
+    /// snapshot at the log end (so a clean reopen scans nothing); the log
+    /// refuses use afterwards.
     pub fn close(&self) -> Result<()> {
         if self.read_only {
             self.closed.store(true, Ordering::Release);
             return Ok(());
         }
-        let _w = self.writer.lock();
+        let mut w = self.writer.lock();
         if self.closed.load(Ordering::Acquire) {
             return Ok(());
         }
         self.flush()?;
         self.active()?.seal()?;
+        // After the flush, so that a failure here (a full disk) costs only
+        // the snapshot; it still fails the close, so the store is not marked
+        // cleanly shut down and the next open rebuilds the state from the log.
+        w.producers.set_map_end(self.log_end_offset());
+        if w.producers.take_snapshot(true)? {
+            crate::checkpoint::sync_dir(&self.dir)?;
+        }
         self.closed.store(true, Ordering::Release);
         Ok(())
     }

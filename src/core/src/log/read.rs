@@ -42,7 +42,16 @@ impl ReadSlice {
 impl PartitionLog {
     /// Whole batches starting with the one that holds `offset`, at most
     /// `max_bytes` (but always one batch, however large), from one segment.
+    /// `read_upto` bounded by the log end.
     pub fn read(&self, offset: i64, max_bytes: u64) -> Result<ReadSlice> {
+        self.read_upto(offset, max_bytes, i64::MAX)
+    }
+
+    /// As `read`, but only batches whose base offset is below `max_offset`
+    /// (what a Fetch bounds a consumer's read by: the high watermark). An
+    /// `offset` from `max_offset` up to the log end gives an empty slice, one
+    /// past the log end is out of range, as Kafka answers.
+    pub fn read_upto(&self, offset: i64, max_bytes: u64, max_offset: i64) -> Result<ReadSlice> {
         self.check_open()?;
         if self.read_only && offset >= self.log_end_offset() {
             self.catch_up_until(offset.saturating_add(1))?;
@@ -63,7 +72,8 @@ impl PartitionLog {
         let start = self.log_start_offset();
         let empty =
             |seg| ReadSlice { segment: seg, range: None, log_start_offset: start, log_end_offset: end };
-        if offset == end {
+        let max_offset = max_offset.min(end);
+        if offset == end || (offset >= max_offset && offset >= start && offset <= end) {
             return Ok(empty(None));
         }
         if offset < start || offset > end {
@@ -86,7 +96,10 @@ impl PartitionLog {
         };
         for (seg, next_base) in candidates {
             let expect = Expect { next_base, allow_gaps };
-            if let Some(range) = seg.range_from(offset, max_bytes, seg.size(), expect)? {
+            if seg.base_offset >= max_offset {
+                break;
+            }
+            if let Some(range) = seg.range_upto(offset, max_bytes, seg.size(), expect, max_offset)? {
                 return Ok(ReadSlice {
                     segment: Some(seg),
                     range: Some(range),

@@ -1,6 +1,7 @@
 //! Kafka's `delete` cleanup policy (whole old segments by `retention.ms` and
-//! `retention.bytes`, never the active one), DeleteRecords, and the delayed
-//! removal of the files of deleted segments.
+//! `retention.bytes`, never the active one, with their producer state
+//! snapshots), DeleteRecords, and the delayed removal of the files of deleted
+//! segments.
 
 use std::fs;
 use std::path::PathBuf;
@@ -63,7 +64,7 @@ impl PartitionLog {
             return Ok(RetentionResult::default());
         }
         // The writer lock keeps a roll from racing the change of the segment set.
-        let _w = self.writer.lock();
+        let mut w = self.writer.lock();
         self.check_open()?;
         let mut result = RetentionResult::default();
         let mut segs = self.segments.write();
@@ -77,6 +78,9 @@ impl PartitionLog {
             }
             segs.remove(&seg.base_offset);
             self.schedule_delete(files::rename_deleted(&self.dir, seg.base_offset)?);
+            // Its producer state snapshot goes with it (Kafka's rule); the
+            // producers stay known until they expire.
+            w.producers.delete_snapshot(seg.base_offset)?;
             result.deleted_segments += 1;
             result.deleted_bytes += seg.size();
         }

@@ -1,15 +1,25 @@
-//! Cutting the log back to an offset, as a follower truncates to its leader.
+//! Cutting the log back to an offset, as a follower truncates to its leader;
+//! the producer state is cut back with it.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::PartitionLog;
 use crate::error::{Error, Result};
+use crate::producer_state::ProducerStateManager;
 use crate::segment::{Expect, Segment, SegmentMode};
 
 impl PartitionLog {
     /// Removes every record at `offset` and after (to a batch boundary), as a
-    /// follower truncates to its leader's high watermark.
+    /// follower truncates to its leader's high watermark. Producer state
+    /// snapshots above the new end are deleted and the state is rebuilt from
+    /// the latest one left and the batches after it (Kafka's
+    /// `truncateAndReload`); the high watermark comes back to the new end if
+    /// it was past it.
+    ///
+    /// A reader holding one of the cut segments (an `Arc<Segment>`, a file
+    /// range from `read`) keeps its file descriptor: the file is cut shorter
+    /// (or unlinked), so a read or sendfile of the cut range comes up short.
     pub fn truncate_to(&self, offset: i64) -> Result<()> {
         if self.read_only {
             return Err(Error::ReadOnly("truncate"));
@@ -17,16 +27,21 @@ impl PartitionLog {
         // No wait for a cleaning or retention pass: both take the writer lock to
         // change the segment set and give up if the segments they worked on are
         // gone (Kafka aborts cleaning for a truncation too).
-        let _w = self.writer.lock();
+        let mut w = self.writer.lock();
         self.check_open()?;
         let start = self.log_start_offset();
         if offset >= self.log_end_offset() {
             return Ok(());
         }
-        self.without_flushes(|| self.truncate_locked(offset, start))
+        self.without_flushes(|| self.truncate_locked(offset, start, &mut w.producers))
     }
 
-    pub(super) fn truncate_locked(&self, offset: i64, start: i64) -> Result<()> {
+    pub(super) fn truncate_locked(
+        &self,
+        offset: i64,
+        start: i64,
+        producers: &mut ProducerStateManager,
+    ) -> Result<()> {
         if offset < start {
             return Err(Error::OffsetOutOfRange {
                 topic: self.topic.clone(),
@@ -65,7 +80,9 @@ impl PartitionLog {
         let end = active.last_batch(active.size(), expect)?.map_or(base, |b| b.last_offset + 1);
         self.segments.write().insert(base, active);
         self.end_offset.store(end, Ordering::Release);
+        self.high_watermark.fetch_min(end, Ordering::AcqRel);
         self.dir_dirty.store(true, Ordering::Release);
+        self.rebuild_producer_state(producers, end, false)?;
         Ok(())
     }
 }

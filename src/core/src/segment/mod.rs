@@ -11,6 +11,7 @@ mod slice;
 mod tail;
 
 use std::fs::{self, File, OpenOptions};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -197,6 +198,20 @@ impl Segment {
         &self.log_path
     }
 
+    /// The log file's descriptor, for a zero-copy send (sendfile/splice) of a
+    /// `FileRange` read from this segment. It stays open, on the same file, as
+    /// long as the `Segment` lives: nothing replaces or closes a segment's
+    /// file; the cleaner, retention and truncation that remove or rewrite a
+    /// segment make new `Segment` objects (or rename or unlink the path, which
+    /// an open descriptor outlives). The one change a holder can see is a
+    /// truncation (`truncate_to` of the log) cutting the file shorter: a send
+    /// of a range read before it then comes up short (sendfile returns fewer
+    /// bytes, or 0, at the new end of file), and the sender must treat that as
+    /// the end of the data rather than wait for more.
+    pub fn log_fd(&self) -> BorrowedFd<'_> {
+        self.log.as_fd()
+    }
+
     /// Committed size in bytes: everything below it is whole, valid batches.
     pub fn size(&self) -> u64 {
         self.size.load(Ordering::Acquire)
@@ -380,9 +395,21 @@ impl Segment {
         &self,
         start: u64,
         end: u64,
-        mut prev_next: Option<i64>,
+        prev_next: Option<i64>,
         expect: Expect,
         mut f: impl FnMut(BatchInfo) -> bool,
+    ) -> Result<()> {
+        self.walk_headers(start, end, prev_next, expect, |info, _| f(info))
+    }
+
+    /// As `walk`, also handing `f` each batch's header (its first 61 bytes only).
+    fn walk_headers(
+        &self,
+        start: u64,
+        end: u64,
+        mut prev_next: Option<i64>,
+        expect: Expect,
+        mut f: impl FnMut(BatchInfo, &RecordBatch<'_>) -> bool,
     ) -> Result<()> {
         let mut buf = vec![0u8; WALK_CHUNK];
         let (mut buf_pos, mut buf_len) = (start, 0usize);
@@ -406,7 +433,7 @@ impl Segment {
                 RecordBatch::header_only(&buf[rel..buf_len]).map_err(|e| self.corrupt(pos, e.to_string()))?;
             let info = BatchInfo::from_batch(pos, &b);
             self.check_batch(&info, b.last_offset_delta(), prev_next, end, expect)?;
-            if !f(info) {
+            if !f(info, &b) {
                 break;
             }
             prev_next = Some(info.last_offset + 1);
@@ -538,11 +565,28 @@ impl Segment {
         end: u64,
         expect: Expect,
     ) -> Result<Option<FileRange>> {
+        self.range_upto(offset, max_bytes, end, expect, i64::MAX)
+    }
+
+    /// As `range_from`, but only batches whose base offset is below
+    /// `max_offset` (a read bound such as the high watermark); None if the
+    /// batch holding `offset` starts at or after it.
+    pub fn range_upto(
+        &self,
+        offset: i64,
+        max_bytes: u64,
+        end: u64,
+        expect: Expect,
+        max_offset: i64,
+    ) -> Result<Option<FileRange>> {
         let Some(first) = self.find_batch(offset, end, expect)? else { return Ok(None) };
+        if first.base_offset >= max_offset {
+            return Ok(None);
+        }
         let mut length = first.size;
         if first.size < max_bytes {
             self.walk(first.position + first.size, end, Some(first.last_offset + 1), expect, |b| {
-                if length + b.size > max_bytes {
+                if b.base_offset >= max_offset || length + b.size > max_bytes {
                     return false;
                 }
                 length += b.size;
@@ -550,6 +594,27 @@ impl Segment {
             })?;
         }
         Ok(Some(FileRange { path: self.log_path.clone(), position: first.position, length }))
+    }
+
+    /// Calls `f` with the header of each batch from the one holding `offset`
+    /// up to (not including) the first whose base offset reaches `end_offset`.
+    /// Headers only, no CRC (what producer state replay needs: the segment was
+    /// checked when it was recovered). Offsets are checked as `Expect::ANY`.
+    pub fn for_each_header(
+        &self,
+        offset: i64,
+        end_offset: i64,
+        mut f: impl FnMut(BatchInfo, &RecordBatch<'_>),
+    ) -> Result<()> {
+        let end = self.size();
+        let Some(first) = self.find_batch(offset, end, Expect::ANY)? else { return Ok(()) };
+        self.walk_headers(first.position, end, None, Expect::ANY, |info, b| {
+            if info.base_offset >= end_offset {
+                return false;
+            }
+            f(info, b);
+            true
+        })
     }
 
     /// The batch a time index entry (timestamp, offset) names, if the entry holds
@@ -724,6 +789,13 @@ impl Segment {
             }
         }
         Ok(())
+    }
+}
+
+impl AsFd for Segment {
+    /// See `log_fd`.
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.log.as_fd()
     }
 }
 

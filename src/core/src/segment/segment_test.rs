@@ -178,3 +178,46 @@ fn a_reader_racing_the_writer_starts_at_a_batch_boundary() {
     assert_eq!(reader.size(), bounds[1]);
     assert_eq!(reader.find_batch(5, reader.size(), NO_GAPS).unwrap().map(|b| b.position), Some(0));
 }
+
+#[test]
+fn the_log_fd_reads_a_range_and_outlives_unlinking_and_shows_a_truncation_as_short() {
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir().unwrap();
+    let seg = std::sync::Arc::new(filled(dir.path(), 10));
+    let range = seg.range_from(35, 1 << 20, seg.size(), NO_GAPS).unwrap().unwrap();
+    let held = seg.clone();
+    let pread = |len: usize, pos: u64| {
+        let mut buf = vec![0u8; len];
+        // SAFETY: `buf` is a live, writable buffer of `len` bytes, and the fd
+        // is borrowed from a Segment that `held` keeps alive for the call.
+        let n = unsafe {
+            libc::pread(held.log_fd().as_raw_fd(), buf.as_mut_ptr().cast(), len, pos as libc::off_t)
+        };
+        buf.truncate(n.max(0) as usize);
+        buf
+    };
+    let want = seg.read_bytes(range.position, range.length as usize).unwrap();
+    assert_eq!(pread(range.length as usize, range.position), want);
+    // Retention or a cleaning unlinks (or renames) the path: the fd reads on.
+    seg.delete_files().unwrap();
+    assert_eq!(pread(range.length as usize, range.position), want);
+    assert_eq!(held.as_fd().as_raw_fd(), held.log_fd().as_raw_fd());
+    // A truncation cuts the same file: a range read before it comes up short.
+    seg.truncate_to(30).unwrap();
+    assert!(pread(range.length as usize, range.position).len() < range.length as usize);
+}
+
+#[test]
+fn range_upto_stops_before_batches_at_or_past_the_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let seg = filled(dir.path(), 10);
+    let end = seg.size();
+    let all = seg.range_from(0, u64::MAX, end, NO_GAPS).unwrap().unwrap();
+    assert_eq!(all.length, end);
+    let three = seg.range_upto(5, u64::MAX, end, NO_GAPS, 30).unwrap().unwrap();
+    assert_eq!((three.position, three.length), (0, end * 3 / 10));
+    // A bound inside a batch lets that batch through (its base is below it).
+    let four = seg.range_upto(5, u64::MAX, end, NO_GAPS, 31).unwrap().unwrap();
+    assert_eq!(four.length, end * 4 / 10);
+    assert!(seg.range_upto(30, u64::MAX, end, NO_GAPS, 30).unwrap().is_none());
+}

@@ -4,6 +4,7 @@
 
 mod inotify;
 mod lock;
+mod producer_ids;
 mod scheduler;
 mod topic;
 mod wait;
@@ -22,6 +23,8 @@ use crate::error::{Error, Result};
 use crate::log::{internal_topic_error, is_internal_topic, AppendSignal, LoadReport, PartitionLog};
 
 pub use lock::LOCK_FILE;
+use producer_ids::ProducerIdBlock;
+pub use producer_ids::{PRODUCER_ID_BLOCK_FILE, PRODUCER_ID_BLOCK_SIZE};
 pub use scheduler::MaintenanceReport;
 use scheduler::MaintenanceThread;
 use topic::{new_topic_id, partition_dir, TopicFile};
@@ -53,6 +56,8 @@ pub struct Store {
     checkpoints: Mutex<()>,
     /// The background thread's last failure (see `last_maintenance_error`).
     maintenance_error: Mutex<Option<String>>,
+    /// The producer ids in hand (see `allocate_producer_id`).
+    producer_ids: Mutex<ProducerIdBlock>,
 }
 
 impl Store {
@@ -87,6 +92,7 @@ impl Store {
             maintenance: Mutex::new(None),
             checkpoints: Mutex::new(()),
             maintenance_error: Mutex::new(None),
+            producer_ids: Mutex::new(ProducerIdBlock::default()),
         };
         if !read_only {
             // What an interrupted checkpoint or topic-file write left.
@@ -178,6 +184,7 @@ impl Store {
                     report.truncated_bytes += r.truncated_bytes;
                     report.deleted_segments += r.deleted_segments;
                     report.damaged_segments += r.damaged_segments;
+                    report.damaged_snapshots += r.damaged_snapshots;
                     log
                 };
                 // Appends to a loaded partition must wake in-process waiters too.
@@ -209,6 +216,14 @@ impl Store {
     }
     pub fn was_clean_shutdown(&self) -> bool {
         self.clean_open
+    }
+
+    /// A new producer id (Kafka's InitProducerId without a transactional id):
+    /// never one handed out before by this store, across restarts and
+    /// crashes (see `producer_ids`). A read-only store refuses.
+    pub fn allocate_producer_id(&self) -> Result<i64> {
+        self.check_writable("allocate_producer_id")?;
+        self.producer_ids.lock().allocate(&self.path)
     }
 
     /// Bumped by every append in this process (see `AppendSignal`).

@@ -1,6 +1,7 @@
 //! Background upkeep of a store: a thread that applies retention and
-//! compaction every `log.retention.check.interval.ms` and the time half of the
-//! flush policy, and the maintenance run it (or a caller) makes.
+//! compaction and expires idle producer ids every
+//! `log.retention.check.interval.ms`, and the time half of the flush policy,
+//! and the maintenance run it (or a caller) makes.
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -119,6 +120,7 @@ impl Store {
             None => self.all_partitions(),
         };
         for p in &partitions {
+            p.remove_expired_producers(now);
             let r = p.apply_retention(now)?;
             report.deleted_segments += r.deleted_segments;
             report.deleted_bytes += r.deleted_bytes;

@@ -307,3 +307,41 @@ fn delete_records_and_offset_for_time_speak_kafkas_negative_offsets() {
     assert_eq!(log.log_start_offset(), 3, "-1 is the high watermark");
     assert_eq!(log.offset_for_time(-2).unwrap(), Some((3, -1)));
 }
+
+#[test]
+fn producer_ids_are_never_handed_out_twice_across_reopens_and_crashes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    let first: Vec<i64> = (0..1500).map(|_| store.allocate_producer_id().unwrap()).collect();
+    assert_eq!(first[0], 0);
+    assert_eq!(first.last(), Some(&1499), "consecutive across a block boundary");
+    let text = fs::read_to_string(dir.path().join(PRODUCER_ID_BLOCK_FILE)).unwrap();
+    assert!(text.contains(r#""block_start":"1000""#) && text.contains(r#""block_end":"1999""#), "{text}");
+    // A crash (no close: the store is leaked, its thread stopped and its
+    // lock released by hand).
+    store.stop_maintenance();
+    if let Some(f) = store.lock.lock().take() {
+        f.unlock().unwrap();
+    }
+    std::mem::forget(store);
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    assert_eq!(store.allocate_producer_id().unwrap(), 2000, "the rest of the claimed block is skipped");
+    let reader = Store::open(dir.path(), &none(), true).unwrap();
+    assert!(matches!(reader.allocate_producer_id(), Err(Error::ReadOnly(_))));
+    store.close().unwrap();
+    // A damaged block file is refused rather than risk repeating ids.
+    fs::write(dir.path().join(PRODUCER_ID_BLOCK_FILE), b"{").unwrap();
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    assert!(matches!(store.allocate_producer_id(), Err(Error::CorruptFile { .. })));
+}
+
+#[test]
+fn producer_id_expiration_is_a_store_key_every_topic_inherits() {
+    let dir = tempfile::tempdir().unwrap();
+    let config: BTreeMap<String, String> =
+        [("producer.id.expiration.ms".to_string(), "5000".to_string())].into_iter().collect();
+    let store = Store::open(dir.path(), &config, false).unwrap();
+    let t = store.create_topic("t", 1, &none()).unwrap();
+    assert_eq!(t.partitions[0].config().producer_id_expiration_ms, 5000);
+    assert!(store.create_topic("u", 1, &config).is_err(), "not a topic key, as in Kafka");
+}
