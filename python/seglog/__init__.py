@@ -34,6 +34,8 @@ from .errors import (
     OffsetOutOfRangeError,
     ReadOnlyStoreError,
     RecordBatchTooLargeError,
+    OutOfOrderSequenceError,
+    InvalidProducerEpochError,
     RecordTooLargeError,
     SeglogError,
     SeglogTimeoutError,
@@ -84,4 +86,6 @@ __all__ = [
     "InvalidTimestampError",
     "UnsupportedCompressionTypeError",
     "RecordBatchTooLargeError",
+    "OutOfOrderSequenceError",
+    "InvalidProducerEpochError",
 ]

@@ -29,6 +29,8 @@ __all__ = [
     "UnsupportedCompressionTypeError",
     "RecordBatchTooLargeError",
     "CorruptFileError",
+    "OutOfOrderSequenceError",
+    "InvalidProducerEpochError",
 ]
 
 
@@ -112,3 +114,14 @@ class UnsupportedCompressionTypeError(SeglogError, ValueError):
 class RecordBatchTooLargeError(RecordTooLargeError):
     """A batch larger than the topic's ``segment.bytes``, or whose records expand past the
     decompression bound (Kafka's RECORD_LIST_TOO_LARGE)."""
+
+
+class OutOfOrderSequenceError(SeglogError):
+    """An idempotent producer's batch whose sequence does not follow the last one the log
+    holds for that producer (Kafka's OUT_OF_ORDER_SEQUENCE_NUMBER): a batch was lost in
+    between."""
+
+
+class InvalidProducerEpochError(SeglogError):
+    """A batch from an older epoch of a producer id than the log has seen: the producer was
+    fenced by a newer instance (Kafka's INVALID_PRODUCER_EPOCH)."""

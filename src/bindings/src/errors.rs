@@ -26,6 +26,8 @@ pyo3::import_exception!(seglog.errors, InvalidTimestampError);
 pyo3::import_exception!(seglog.errors, UnsupportedCompressionTypeError);
 pyo3::import_exception!(seglog.errors, RecordBatchTooLargeError);
 pyo3::import_exception!(seglog.errors, CorruptFileError);
+pyo3::import_exception!(seglog.errors, OutOfOrderSequenceError);
+pyo3::import_exception!(seglog.errors, InvalidProducerEpochError);
 
 /// A Python exception on its way out of a binding: from the core's `Error`
 /// (mapped below) or already a `PyErr`. Binding methods return `PyResult`
@@ -88,6 +90,8 @@ pub fn to_py(e: Error) -> PyErr {
             Error::InvalidTimestamp(_) => InvalidTimestampError::new_err(msg),
             Error::UnsupportedCompression(_) => UnsupportedCompressionTypeError::new_err(msg),
             Error::RecordBatchTooLarge(_) => RecordBatchTooLargeError::new_err(msg),
+            Error::OutOfOrderSequence { .. } => OutOfOrderSequenceError::new_err(msg),
+            Error::InvalidProducerEpoch { .. } => InvalidProducerEpochError::new_err(msg),
             Error::CorruptFile { path, .. } => {
                 let e = CorruptFileError::new_err(msg);
                 Python::attach(|py| {

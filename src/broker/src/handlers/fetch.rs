@@ -59,14 +59,14 @@ fn read_all(store: &Store, wanted: &[Wanted], max_bytes: i64) -> (Vec<TopicData>
         match store.partition(&w.topic, w.partition) {
             Err(e) => data.error_code = error_code(&e),
             Ok(log) => {
-                let hw = log.log_end_offset();
+                let hw = log.high_watermark();
                 data.high_watermark = hw;
                 data.log_start_offset = log.log_start_offset();
                 let room = (max_bytes - total).min(w.max_bytes);
                 if w.offset < data.log_start_offset || w.offset > hw {
                     data.error_code = ResponseError::OffsetOutOfRange.code();
                 } else if w.offset < hw && (room > 0 || total == 0) {
-                    match log.read(w.offset, room.max(1) as u64) {
+                    match log.read_upto(w.offset, room.max(1) as u64, hw) {
                         Ok(slice) => {
                             if let (Some(segment), Some(range)) = (slice.segment, slice.range) {
                                 // Only the first partition with data may exceed the limits.

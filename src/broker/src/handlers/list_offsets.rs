@@ -36,7 +36,7 @@ pub async fn handle(shared: &Arc<Shared>, r: ListOffsetsRequest, _version: i16) 
                         let found = store.partition(&name, p.partition_index).and_then(|log| {
                             if p.timestamp == LATEST {
                                 // The high watermark: what a consumer can read up to.
-                                return Ok(Some((log.log_end_offset(), -1)));
+                                return Ok(Some((log.high_watermark(), -1)));
                             }
                             log.offset_for_time(p.timestamp)
                         });

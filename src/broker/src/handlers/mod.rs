@@ -8,6 +8,7 @@
 
 mod api_versions;
 mod fetch;
+mod init_producer_id;
 mod list_offsets;
 mod metadata;
 mod produce;
@@ -30,6 +31,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListOffsets, list_offsets::VERSIONS.0, list_offsets::VERSIONS.1),
     (ApiKey::Metadata, metadata::VERSIONS.0, metadata::VERSIONS.1),
     (ApiKey::ApiVersions, api_versions::VERSIONS.0, api_versions::VERSIONS.1),
+    (ApiKey::InitProducerId, init_producer_id::VERSIONS.0, init_producer_id::VERSIONS.1),
 ];
 
 pub fn supported(key: ApiKey) -> Option<(i16, i16)> {
@@ -131,6 +133,7 @@ pub async fn handle(shared: &Arc<Shared>, frame: Bytes) -> Outcome {
         RequestKind::Produce(r) => produce::handle(shared, r, version).await,
         RequestKind::Fetch(r) => fetch::handle(shared, r, &header, version).await,
         RequestKind::ListOffsets(r) => list_offsets::handle(shared, r, version).await,
+        RequestKind::InitProducerId(r) => init_producer_id::handle(shared, r).await,
         _ => return Outcome::Close { api, reason: format!("{api} is not served by this broker") },
     };
     match reply {

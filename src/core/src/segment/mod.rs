@@ -361,15 +361,6 @@ impl Segment {
         self.log.read_exact_at(buf, position).map_err(Error::at(&self.log_path))
     }
 
-    /// The log file's descriptor, for a zero-copy send of its bytes. It stays
-    /// open while this segment is held, even after retention or compaction
-    /// unlinked the file; a truncation of the active segment makes a send of
-    /// bytes past the new end come up short.
-    pub fn log_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        use std::os::fd::AsFd;
-        self.log.as_fd()
-    }
-
     /// Reads `len` bytes at `position` into a new buffer.
     pub fn read_bytes(&self, position: u64, len: usize) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; len];
