@@ -267,7 +267,10 @@ fn the_maintenance_thread_keeps_its_last_error() {
     }
     let err = store.last_maintenance_error().expect("the background thread's failure was dropped");
     assert!(err.contains("retention and cleaning failed"), "{err}");
-    assert_eq!(store.describe("c").unwrap().last_maintenance_error.as_deref(), Some(err.as_str()));
+    // The thread goes on failing (each failure stamped with its time), so the
+    // description holds the same failure, if not the same instant.
+    let described = store.describe("c").unwrap().last_maintenance_error.expect("described");
+    assert!(described.contains("retention and cleaning failed"), "{described}");
 }
 
 #[test]
