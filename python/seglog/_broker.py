@@ -65,7 +65,9 @@ class Broker:
         elif isinstance(store_or_path, (str, os.PathLike)):
             store, owned = open_store(store_or_path, config=store_keys), True
         else:
-            raise TypeError(f"store_or_path must be a seglog.Store or a path, got {type(store_or_path).__name__}")
+            raise TypeError(
+                f"store_or_path must be a seglog.Store or a path, got {type(store_or_path).__name__}"
+            )
         try:
             self._native = _native.Broker(store._native, broker_keys, metrics)
         except BaseException:

@@ -159,7 +159,9 @@ BROKER_KEYS: list[str]
 
 @final
 class Broker:
-    def __new__(cls, store: Store, config: dict[str, str] | None = None, metrics: str | None = None) -> Broker: ...
+    def __new__(
+        cls, store: Store, config: dict[str, str] | None = None, metrics: str | None = None
+    ) -> Broker: ...
     @property
     def host(self) -> str: ...
     @property

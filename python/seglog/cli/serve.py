@@ -30,7 +30,12 @@ def add_parser(commands: argparse._SubParsersAction, store_opt: argparse.Argumen
             "on HOST:PORT' once it accepts connections."
         ),
     )
-    p.add_argument("--listen", default="127.0.0.1:9092", metavar="HOST:PORT", help="default 127.0.0.1:9092; port 0 picks one")
+    p.add_argument(
+        "--listen",
+        default="127.0.0.1:9092",
+        metavar="HOST:PORT",
+        help="default 127.0.0.1:9092; port 0 picks one",
+    )
     p.add_argument("--advertised-listener", metavar="HOST:PORT", help="the address Metadata gives clients")
     p.add_argument("--node-id", type=int, default=0, metavar="N", help="the broker's id (default 0)")
     p.add_argument(
@@ -63,7 +68,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             print(f"seglog: broker {broker.node_id} listening on {broker.bootstrap_servers}", flush=True)
             if broker.metrics_address:
-                print(f"seglog: metrics on http://{broker.metrics_address}/metrics", file=sys.stderr, flush=True)
+                print(
+                    f"seglog: metrics on http://{broker.metrics_address}/metrics", file=sys.stderr, flush=True
+                )
             while not stop.wait(0.5):
                 pass
         finally:
