@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from kafka import KafkaProducer
-from kafka_proxy import CuttingProxy
 
 import seglog
+from kafka_proxy import CuttingProxy
 
 
 def _values(store: seglog.Store, topic: str, partition: int = 0) -> list[bytes]:

@@ -19,7 +19,9 @@ def _key_value(text: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
-def add_parser(commands: argparse._SubParsersAction, store_opt: argparse.ArgumentParser) -> None:
+def add_parser(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], store_opt: argparse.ArgumentParser
+) -> None:
     p = commands.add_parser(
         "serve",
         parents=[store_opt],
