@@ -7,6 +7,8 @@ from typing import Any, Literal, Self, final
 from typing_extensions import disjoint_base
 
 __all__ = [
+    "BROKER_KEYS",
+    "Broker",
     "ByteBuffer",
     "ConsumerRecord",
     "FutureRecordMetadata",
