@@ -6,11 +6,21 @@
 //! version not served gets UNSUPPORTED_VERSION and the served ranges, so the
 //! client can retry with one it has.
 
+mod alter_configs;
 mod api_versions;
+mod configs;
+mod create_partitions;
+mod create_topics;
+mod delete_records;
+mod delete_topics;
+mod describe_cluster;
+mod describe_configs;
 mod fetch;
+mod incremental_alter_configs;
 mod init_producer_id;
 mod list_offsets;
 mod metadata;
+mod offset_for_leader_epoch;
 mod produce;
 
 use std::sync::Arc;
@@ -32,6 +42,19 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Metadata, metadata::VERSIONS.0, metadata::VERSIONS.1),
     (ApiKey::ApiVersions, api_versions::VERSIONS.0, api_versions::VERSIONS.1),
     (ApiKey::InitProducerId, init_producer_id::VERSIONS.0, init_producer_id::VERSIONS.1),
+    (ApiKey::CreateTopics, create_topics::VERSIONS.0, create_topics::VERSIONS.1),
+    (ApiKey::DeleteTopics, delete_topics::VERSIONS.0, delete_topics::VERSIONS.1),
+    (ApiKey::CreatePartitions, create_partitions::VERSIONS.0, create_partitions::VERSIONS.1),
+    (ApiKey::DescribeConfigs, describe_configs::VERSIONS.0, describe_configs::VERSIONS.1),
+    (ApiKey::AlterConfigs, alter_configs::VERSIONS.0, alter_configs::VERSIONS.1),
+    (
+        ApiKey::IncrementalAlterConfigs,
+        incremental_alter_configs::VERSIONS.0,
+        incremental_alter_configs::VERSIONS.1,
+    ),
+    (ApiKey::DeleteRecords, delete_records::VERSIONS.0, delete_records::VERSIONS.1),
+    (ApiKey::DescribeCluster, describe_cluster::VERSIONS.0, describe_cluster::VERSIONS.1),
+    (ApiKey::OffsetForLeaderEpoch, offset_for_leader_epoch::VERSIONS.0, offset_for_leader_epoch::VERSIONS.1),
 ];
 
 pub fn supported(key: ApiKey) -> Option<(i16, i16)> {
@@ -134,6 +157,17 @@ pub async fn handle(shared: &Arc<Shared>, frame: Bytes) -> Outcome {
         RequestKind::Fetch(r) => fetch::handle(shared, r, &header, version).await,
         RequestKind::ListOffsets(r) => list_offsets::handle(shared, r, version).await,
         RequestKind::InitProducerId(r) => init_producer_id::handle(shared, r).await,
+        RequestKind::CreateTopics(r) => create_topics::handle(shared, r, version).await,
+        RequestKind::DeleteTopics(r) => delete_topics::handle(shared, r, version).await,
+        RequestKind::CreatePartitions(r) => create_partitions::handle(shared, r, version).await,
+        RequestKind::DescribeConfigs(r) => describe_configs::handle(shared, r, version).await,
+        RequestKind::AlterConfigs(r) => alter_configs::handle(shared, r, version).await,
+        RequestKind::IncrementalAlterConfigs(r) => {
+            incremental_alter_configs::handle(shared, r, version).await
+        }
+        RequestKind::DeleteRecords(r) => delete_records::handle(shared, r, version).await,
+        RequestKind::DescribeCluster(r) => describe_cluster::handle(shared, r, version).await,
+        RequestKind::OffsetForLeaderEpoch(r) => offset_for_leader_epoch::handle(shared, r, version).await,
         _ => return Outcome::Close { api, reason: format!("{api} is not served by this broker") },
     };
     match reply {

@@ -159,12 +159,21 @@ impl Store {
             topics.retain(|n, _| names.contains(&n.as_str()));
         }
         for tf in files {
-            if topics.contains_key(&tf.name) {
+            // A topic already open is reopened only to add partitions a writer
+            // has created since (CreatePartitions); those it has stay as they are.
+            let open = topics.get(&tf.name).filter(|t| t.id == tf.topic_id).cloned();
+            if open.as_ref().is_some_and(|t| t.partitions.len() as i32 >= tf.partitions) {
                 continue;
             }
-            let config = Arc::new(self.config.topic_defaults.with_overrides(&tf.config)?);
+            let config = match &open {
+                Some(t) => t.config.clone(),
+                None => Arc::new(self.config.topic_defaults.with_overrides(&tf.config)?),
+            };
             let mut partitions = Vec::with_capacity(tf.partitions.max(0) as usize);
-            for p in 0..tf.partitions {
+            if let Some(t) = &open {
+                partitions.extend(t.partitions.iter().cloned());
+            }
+            for p in partitions.len() as i32..tf.partitions {
                 let dir = partition_dir(&self.path, &tf.name, p);
                 let log = if self.read_only {
                     PartitionLog::open_read_only(&dir, &tf.name, p, config.clone())?
@@ -368,6 +377,64 @@ impl Store {
         Ok(())
     }
 
+    /// Kafka's CreatePartitions: grows `name` to `new_total` partitions (never
+    /// shrinks it). As in `create_topic`, the new partitions' directories are
+    /// made first and the topic file is rewritten last, atomically: a crash
+    /// before the rename leaves the topic as it was (the stray directories are
+    /// replaced by the next grow), one after it leaves the topic grown.
+    /// A count not larger than the current one is `InvalidArgument` (Kafka's
+    /// INVALID_PARTITIONS).
+    pub fn create_partitions(&self, name: &str, new_total: i32) -> Result<Arc<Topic>> {
+        self.check_writable("create_partitions")?;
+        if is_internal_topic(name) {
+            return Err(internal_topic_error(name, "adding partitions"));
+        }
+        let _admin = self.admin.lock();
+        let old = self.topic(name)?;
+        let current = old.partitions.len() as i32;
+        if new_total <= current {
+            return Err(Error::InvalidArgument(format!(
+                "topic {name:?} has {current} partitions; the new count must be larger, got {new_total}"
+            )));
+        }
+        if new_total > MAX_PARTITIONS {
+            return Err(Error::InvalidArgument(format!(
+                "partitions must be between 1 and {MAX_PARTITIONS}, got {new_total}"
+            )));
+        }
+        let mut logs = Vec::with_capacity((new_total - current) as usize);
+        let tf = TopicFile {
+            name: name.to_string(),
+            topic_id: old.id.clone(),
+            partitions: new_total,
+            config: old.overrides.clone(),
+        };
+        let made = (current..new_total)
+            .try_for_each(|p| {
+                logs.push(self.create_partition(name, p, &old.id, &old.config)?);
+                Ok(())
+            })
+            .and_then(|()| self.write_topic_file(&tf));
+        if let Err(e) = made {
+            for log in &logs {
+                let _ = log.delete();
+            }
+            let _ = fs::remove_dir_all(partition_dir(&self.path, name, current + logs.len() as i32));
+            return Err(e);
+        }
+        let mut partitions = old.partitions.clone();
+        partitions.extend(logs);
+        let topic = Arc::new(Topic {
+            name: name.to_string(),
+            id: old.id.clone(),
+            overrides: old.overrides.clone(),
+            config: old.config.clone(),
+            partitions,
+        });
+        self.topics.write().insert(name.to_string(), topic.clone());
+        Ok(topic)
+    }
+
     pub fn delete_topic(&self, name: &str) -> Result<()> {
         self.check_writable("delete_topic")?;
         validate_topic_name(name)?;
@@ -427,7 +494,15 @@ impl Store {
     }
 
     pub fn partition(&self, topic: &str, partition: i32) -> Result<Arc<PartitionLog>> {
-        Ok(self.topic(topic)?.partition(partition)?.clone())
+        match self.topic(topic)?.partition(partition) {
+            Ok(log) => Ok(log.clone()),
+            // A reader looks again: the writer may have added partitions since.
+            Err(Error::UnknownPartition { .. }) if self.read_only => {
+                self.load_topics()?;
+                Ok(self.topic(topic)?.partition(partition)?.clone())
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Kafka's DeleteRecords: moves the log start offset up and writes the

@@ -348,3 +348,98 @@ fn producer_id_expiration_is_a_store_key_every_topic_inherits() {
     assert_eq!(t.partitions[0].config().producer_id_expiration_ms, 5000);
     assert!(store.create_topic("u", 1, &config).is_err(), "not a topic key, as in Kafka");
 }
+
+#[test]
+fn create_partitions_grows_a_topic_and_survives_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    let overrides: BTreeMap<String, String> = [("retention.ms".to_string(), "1000".to_string())].into();
+    let t = store.create_topic("t", 2, &overrides).unwrap();
+    t.partition(0).unwrap().append_as_leader(one(b"x"), AppendOrigin::Embedded).unwrap();
+    let ro = Store::open(dir.path(), &none(), true).unwrap();
+    assert_eq!(ro.topic("t").unwrap().partitions.len(), 2);
+
+    let grown = store.create_partitions("t", 5).unwrap();
+    assert_eq!(grown.partitions.len(), 5);
+    assert_eq!(grown.id, t.id, "the topic keeps its id");
+    assert_eq!(grown.overrides, overrides, "and its overrides");
+    assert_eq!(store.topic("t").unwrap().partitions.len(), 5);
+    let meta = fs::read_to_string(dir.path().join("t-4").join(PARTITION_METADATA)).unwrap();
+    assert!(meta.contains(&t.id), "{meta}");
+    // Old partitions are the same logs, data and all; new ones take appends.
+    assert!(Arc::ptr_eq(&grown.partitions[0], &t.partitions[0]));
+    assert_eq!(store.partition("t", 0).unwrap().log_end_offset(), 1);
+    store.partition("t", 4).unwrap().append_as_leader(one(b"y"), AppendOrigin::Embedded).unwrap();
+    // A reader sees the partitions the writer added.
+    assert_eq!(ro.partition("t", 4).unwrap().partition(), 4);
+    assert_eq!(ro.topic("t").unwrap().partitions.len(), 5);
+
+    store.close().unwrap();
+    drop(store);
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    let d = store.describe("t").unwrap();
+    assert_eq!(d.partitions.len(), 5);
+    assert_eq!(d.partitions[0].log_end_offset, 1);
+    assert_eq!(d.partitions[4].log_end_offset, 1);
+    assert_eq!(d.overrides, overrides);
+}
+
+#[test]
+fn create_partitions_refuses_what_kafka_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    store.create_topic("t", 3, &none()).unwrap();
+    for bad in [3, 2, 0, -1, MAX_PARTITIONS + 1] {
+        assert!(matches!(store.create_partitions("t", bad), Err(Error::InvalidArgument(_))), "{bad}");
+    }
+    assert_eq!(store.topic("t").unwrap().partitions.len(), 3);
+    assert!(!dir.path().join("t-3").exists());
+    assert!(matches!(store.create_partitions("nope", 4), Err(Error::UnknownTopic(_))));
+    assert!(matches!(store.create_partitions("__consumer_offsets", 4), Err(Error::InvalidTopic { .. })));
+    let ro = Store::open(dir.path(), &none(), true).unwrap();
+    assert!(matches!(ro.create_partitions("t", 4), Err(Error::ReadOnly(_))));
+}
+
+#[test]
+fn a_grow_interrupted_before_the_topic_file_leaves_the_topic_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    store.create_topic("t", 1, &none()).unwrap();
+    store.close().unwrap();
+    drop(store);
+    // What a crash between the new directories and the rename leaves: a
+    // partition directory the topic file does not list, and a temp file.
+    fs::create_dir_all(dir.path().join("t-1")).unwrap();
+    fs::write(dir.path().join("t-1").join("00000000000000000000.log"), b"junk").unwrap();
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    assert_eq!(store.topic("t").unwrap().partitions.len(), 1);
+    // The next grow replaces the stray directory with a fresh, empty log.
+    store.create_partitions("t", 2).unwrap();
+    assert_eq!(store.partition("t", 1).unwrap().log_end_offset(), 0);
+    store.partition("t", 1).unwrap().append_as_leader(one(b"x"), AppendOrigin::Embedded).unwrap();
+    assert_eq!(store.partition("t", 1).unwrap().log_end_offset(), 1);
+}
+
+#[test]
+fn a_failed_grow_leaves_nothing_behind() {
+    let small = crate::small_fs::SmallFs::new(1 << 20);
+    let path = small.path().join("store");
+    let store = Store::open(&path, &none(), false).unwrap();
+    store.create_topic("t", 1, &none()).unwrap();
+    small.fill(0);
+    let err = store.create_partitions("t", 20).err().unwrap();
+    assert!(
+        matches!(&err, Error::IoAt { source, .. } if source.raw_os_error() == Some(libc::ENOSPC)),
+        "{err}"
+    );
+    let left: Vec<String> = fs::read_dir(&path)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("t-") && n != "t-0")
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    assert_eq!(store.topic("t").unwrap().partitions.len(), 1);
+    small.free();
+    store.create_partitions("t", 3).unwrap();
+    store.close().unwrap();
+}

@@ -1,0 +1,103 @@
+//! AlterConfigs (the legacy, non-incremental one): a topic's whole override
+//! set replaced by the request's (a key left out returns to its default), or
+//! only checked with `validate_only`. Broker configs are static here, so a
+//! broker resource with keys gets Kafka's "cannot be updated dynamically".
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
+use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse, ResponseKind};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use seglog_core::error::Error;
+use seglog_core::store::{validate_topic_name, Store};
+
+use super::configs::{self, RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::{blocking, error_code, Reply};
+use crate::server::Shared;
+
+/// v2 is the first flexible version.
+pub const VERSIONS: (i16, i16) = (0, 1);
+
+pub type Refusal = (i16, String);
+
+/// Applies (or with `validate_only` checks) changes to a topic's overrides;
+/// `changes` is computed from the overrides `f` is given.
+pub fn alter_topic(
+    store: &Store,
+    name: &str,
+    validate_only: bool,
+    changes: impl FnOnce(&BTreeMap<String, String>) -> Result<BTreeMap<String, Option<String>>, Refusal>,
+) -> Result<(), Refusal> {
+    let failed = |e: Error| (error_code(&e), e.to_string());
+    if name.is_empty() {
+        return Err((
+            ResponseError::InvalidRequest.code(),
+            "Default topic resources are not allowed.".into(),
+        ));
+    }
+    validate_topic_name(name).map_err(failed)?;
+    let topic = store.topic(name).map_err(|e| match e {
+        Error::UnknownTopic(_) => {
+            (ResponseError::UnknownTopicOrPartition.code(), format!("The topic '{name}' does not exist."))
+        }
+        e => failed(e),
+    })?;
+    let changes = changes(&topic.overrides)?;
+    // Unknown keys and bad values are INVALID_CONFIG, checked whole before any change.
+    let wanted = configs::applied(&topic.overrides, &changes);
+    store.config().topic_defaults.with_overrides(&wanted).map_err(failed)?;
+    if validate_only {
+        return Ok(());
+    }
+    store.alter_topic_config(name, &changes).map_err(failed)
+}
+
+pub async fn handle(shared: &Arc<Shared>, r: AlterConfigsRequest, _version: i16) -> Reply {
+    let store = shared.store.clone();
+    let node = shared.config.node_id;
+    let responses = blocking(move || {
+        r.resources
+            .iter()
+            .map(|res| {
+                let name = res.resource_name.as_str();
+                let outcome = match res.resource_type {
+                    RESOURCE_TOPIC => alter_topic(&store, name, r.validate_only, |overrides| {
+                        // A null value is no override (Kafka drops it).
+                        let wanted: BTreeMap<String, String> = res
+                            .configs
+                            .iter()
+                            .filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())))
+                            .collect();
+                        Ok(configs::replacement_changes(overrides, &wanted))
+                    }),
+                    RESOURCE_BROKER => {
+                        let keys: Vec<String> = res.configs.iter().map(|c| c.name.to_string()).collect();
+                        configs::alter_broker(name, node, &keys)
+                    }
+                    other => Err((
+                        ResponseError::InvalidRequest.code(),
+                        format!("AlterConfigs is only supported for topics and brokers, but resource type is {other}"),
+                    )),
+                };
+                let response = AlterConfigsResourceResponse::default()
+                    .with_resource_type(res.resource_type)
+                    .with_resource_name(res.resource_name.clone());
+                match outcome {
+                    Ok(()) => response,
+                    Err((code, m)) => {
+                        response.with_error_code(code).with_error_message(Some(StrBytes::from_string(m)))
+                    }
+                }
+            })
+            .collect::<Vec<_>>()
+    })
+    .await;
+    for res in &responses {
+        shared.metrics.error("AlterConfigs", res.error_code);
+    }
+    Reply::Message(Box::new(ResponseKind::AlterConfigs(
+        AlterConfigsResponse::default().with_responses(responses),
+    )))
+}

@@ -1,0 +1,366 @@
+//! What the config APIs (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs)
+//! share: Kafka's resource types and config sources, each topic key's type and
+//! broker-level synonym, where a value comes from, and the incremental
+//! operations applied to a topic's overrides. Pure, so it is tested alone.
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::ResponseError;
+use seglog_core::config::{LogConfig, StoreConfig, TOPIC_KEYS};
+
+use crate::config::BrokerConfig;
+
+/// Kafka's `ConfigResource.Type` ids.
+pub const RESOURCE_TOPIC: i8 = 2;
+pub const RESOURCE_BROKER: i8 = 4;
+
+/// Kafka's `ConfigSource` ids (DescribeConfigs v1+).
+pub const SOURCE_TOPIC_CONFIG: i8 = 1;
+pub const SOURCE_STATIC_BROKER_CONFIG: i8 = 4;
+pub const SOURCE_DEFAULT_CONFIG: i8 = 5;
+
+/// Kafka's `ConfigType` ids (DescribeConfigs v3+).
+pub const TYPE_BOOLEAN: i8 = 1;
+pub const TYPE_STRING: i8 = 2;
+pub const TYPE_INT: i8 = 3;
+pub const TYPE_LONG: i8 = 5;
+pub const TYPE_DOUBLE: i8 = 6;
+pub const TYPE_LIST: i8 = 7;
+
+/// A topic key's broker-level name (Kafka's `ServerTopicConfigSynonyms`, the
+/// first synonym) and its type.
+pub fn topic_key(key: &str) -> Option<(&'static str, i8)> {
+    Some(match key {
+        "cleanup.policy" => ("log.cleanup.policy", TYPE_LIST),
+        "delete.retention.ms" => ("log.cleaner.delete.retention.ms", TYPE_LONG),
+        "file.delete.delay.ms" => ("log.segment.delete.delay.ms", TYPE_LONG),
+        "flush.messages" => ("log.flush.interval.messages", TYPE_LONG),
+        "flush.ms" => ("log.flush.interval.ms", TYPE_LONG),
+        "index.interval.bytes" => ("log.index.interval.bytes", TYPE_INT),
+        "max.message.bytes" => ("message.max.bytes", TYPE_INT),
+        "message.timestamp.after.max.ms" => ("log.message.timestamp.after.max.ms", TYPE_LONG),
+        "message.timestamp.before.max.ms" => ("log.message.timestamp.before.max.ms", TYPE_LONG),
+        "message.timestamp.type" => ("log.message.timestamp.type", TYPE_STRING),
+        "min.cleanable.dirty.ratio" => ("log.cleaner.min.cleanable.ratio", TYPE_DOUBLE),
+        "retention.bytes" => ("log.retention.bytes", TYPE_LONG),
+        "retention.ms" => ("log.retention.ms", TYPE_LONG),
+        "segment.bytes" => ("log.segment.bytes", TYPE_INT),
+        "segment.index.bytes" => ("log.index.size.max.bytes", TYPE_INT),
+        "segment.ms" => ("log.roll.ms", TYPE_LONG),
+        _ => return None,
+    })
+}
+
+/// One config as DescribeConfigs reports it: its value, where that value
+/// comes from, and the chain of synonyms (highest precedence first) that
+/// explains it, as Kafka's `ConfigHelper` builds them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Described {
+    pub name: String,
+    pub value: Option<String>,
+    pub source: i8,
+    pub config_type: i8,
+    pub read_only: bool,
+    /// `(name, value, source)`.
+    pub synonyms: Vec<(String, Option<String>, i8)>,
+}
+
+/// Every topic key of a topic: an override is TOPIC_CONFIG; otherwise the
+/// store's default is STATIC_BROKER_CONFIG where it was set (it differs from
+/// Kafka's default), else DEFAULT_CONFIG.
+pub fn describe_topic(
+    effective: &LogConfig,
+    overrides: &BTreeMap<String, String>,
+    store: &StoreConfig,
+) -> Vec<Described> {
+    let values = effective.to_map();
+    let set = store.topic_defaults.to_map();
+    let kafka = LogConfig::default().to_map();
+    TOPIC_KEYS
+        .iter()
+        .filter_map(|&key| {
+            let (broker_name, config_type) = topic_key(key)?;
+            let mut synonyms = Vec::new();
+            if let Some(v) = overrides.get(key) {
+                // The value as the store reads it (normalised), not as typed.
+                synonyms.push((
+                    key.to_string(),
+                    values.get(key).cloned().or(Some(v.clone())),
+                    SOURCE_TOPIC_CONFIG,
+                ));
+            }
+            if set.get(key) != kafka.get(key) {
+                synonyms.push((broker_name.to_string(), set.get(key).cloned(), SOURCE_STATIC_BROKER_CONFIG));
+            }
+            synonyms.push((broker_name.to_string(), kafka.get(key).cloned(), SOURCE_DEFAULT_CONFIG));
+            Some(Described {
+                name: key.to_string(),
+                value: values.get(key).cloned(),
+                source: synonyms[0].2,
+                config_type,
+                read_only: false,
+                synonyms,
+            })
+        })
+        .collect()
+}
+
+/// The broker's own keys and the store's, under Kafka's broker names. None can
+/// be changed while the broker runs (no dynamic broker configs), so all are
+/// read-only; a value other than Kafka's default is STATIC_BROKER_CONFIG.
+pub fn describe_broker(broker: &BrokerConfig, store: &StoreConfig) -> Vec<Described> {
+    let bd = BrokerConfig::default();
+    let sd = StoreConfig::default();
+    let listener = |l: &str| format!("PLAINTEXT://{l}");
+    let mut rows: Vec<(&str, Option<String>, Option<String>, i8)> = vec![
+        ("broker.id", Some(broker.node_id.to_string()), Some(bd.node_id.to_string()), TYPE_INT),
+        ("node.id", Some(broker.node_id.to_string()), Some(bd.node_id.to_string()), TYPE_INT),
+        ("listeners", Some(listener(&broker.listen)), Some(listener(&bd.listen)), TYPE_LIST),
+        ("advertised.listeners", broker.advertised_listener.as_deref().map(listener), None, TYPE_LIST),
+        (
+            "socket.request.max.bytes",
+            Some(broker.socket_request_max_bytes.to_string()),
+            Some(bd.socket_request_max_bytes.to_string()),
+            TYPE_INT,
+        ),
+        (
+            "connections.max.idle.ms",
+            Some(broker.connections_max_idle_ms.to_string()),
+            Some(bd.connections_max_idle_ms.to_string()),
+            TYPE_LONG,
+        ),
+        (
+            "num.network.threads",
+            Some(broker.network_threads.to_string()),
+            Some(bd.network_threads.to_string()),
+            TYPE_INT,
+        ),
+        (
+            "socket.sendfile.enable",
+            Some(broker.sendfile.to_string()),
+            Some(bd.sendfile.to_string()),
+            TYPE_BOOLEAN,
+        ),
+        (
+            "log.slow.request.ms",
+            Some(broker.slow_request_ms.to_string()),
+            Some(bd.slow_request_ms.to_string()),
+            TYPE_LONG,
+        ),
+        (
+            "auto.create.topics.enable",
+            Some(store.auto_create_topics.to_string()),
+            Some(sd.auto_create_topics.to_string()),
+            TYPE_BOOLEAN,
+        ),
+        (
+            "num.partitions",
+            Some(store.num_partitions.to_string()),
+            Some(sd.num_partitions.to_string()),
+            TYPE_INT,
+        ),
+        (
+            "log.retention.check.interval.ms",
+            Some(store.retention_check_interval_ms.to_string()),
+            Some(sd.retention_check_interval_ms.to_string()),
+            TYPE_LONG,
+        ),
+        (
+            "log.cleaner.dedupe.buffer.size",
+            Some(store.cleaner_dedupe_buffer_size.to_string()),
+            Some(sd.cleaner_dedupe_buffer_size.to_string()),
+            TYPE_LONG,
+        ),
+        (
+            "log.cleaner.io.buffer.size",
+            Some(store.cleaner_io_buffer_size.to_string()),
+            Some(sd.cleaner_io_buffer_size.to_string()),
+            TYPE_INT,
+        ),
+        (
+            "log.cleaner.enable",
+            Some(store.cleaner_enable.to_string()),
+            Some(sd.cleaner_enable.to_string()),
+            TYPE_BOOLEAN,
+        ),
+    ];
+    let set = store.topic_defaults.to_map();
+    let kafka = LogConfig::default().to_map();
+    for key in TOPIC_KEYS {
+        if let Some((broker_name, t)) = topic_key(key) {
+            rows.push((broker_name, set.get(*key).cloned(), kafka.get(*key).cloned(), t));
+        }
+    }
+    rows.sort_by(|a, b| a.0.cmp(b.0));
+    rows.into_iter()
+        .map(|(name, value, default, config_type)| {
+            let mut synonyms = Vec::new();
+            if value != default {
+                synonyms.push((name.to_string(), value.clone(), SOURCE_STATIC_BROKER_CONFIG));
+            }
+            if default.is_some() {
+                synonyms.push((name.to_string(), default, SOURCE_DEFAULT_CONFIG));
+            }
+            Described {
+                name: name.to_string(),
+                value,
+                source: synonyms.first().map_or(SOURCE_DEFAULT_CONFIG, |s| s.2),
+                config_type,
+                read_only: true,
+                synonyms,
+            }
+        })
+        .collect()
+}
+
+/// A broker resource's name: this node's id, or "" for the cluster-wide
+/// defaults (Kafka's `ConfigHelper`); anything else is INVALID_REQUEST.
+pub fn broker_resource(name: &str, node_id: i32) -> Result<bool, (i16, String)> {
+    if name.is_empty() {
+        return Ok(false);
+    }
+    match name.parse::<i32>() {
+        Ok(id) if id == node_id => Ok(true),
+        Ok(_) => Err((
+            ResponseError::InvalidRequest.code(),
+            format!("Unexpected broker id, expected {node_id} or empty string, but received {name}"),
+        )),
+        Err(_) => Err((
+            ResponseError::InvalidRequest.code(),
+            format!("Broker id must be an integer, but it is: {name}"),
+        )),
+    }
+}
+
+/// Why a change to a broker resource is refused: this broker has no dynamic
+/// configs, so any key is one that "cannot be updated dynamically" (Kafka's
+/// `DynamicBrokerConfig` answer, INVALID_CONFIG); an empty change is accepted.
+pub fn alter_broker(name: &str, node_id: i32, keys: &[String]) -> Result<(), (i16, String)> {
+    broker_resource(name, node_id)?;
+    if keys.is_empty() {
+        return Ok(());
+    }
+    Err((
+        ResponseError::InvalidConfig.code(),
+        format!(
+            "Cannot update these configs dynamically: {} (this broker's configs are static: set them \
+             when starting it)",
+            keys.join(", ")
+        ),
+    ))
+}
+
+/// Kafka's `AlterConfigOp.OpType`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Set,
+    Delete,
+    Append,
+    Subtract,
+}
+
+impl Op {
+    pub fn from_id(id: i8) -> Option<Op> {
+        Some(match id {
+            0 => Op::Set,
+            1 => Op::Delete,
+            2 => Op::Append,
+            3 => Op::Subtract,
+            _ => return None,
+        })
+    }
+}
+
+fn parts(value: &str) -> Vec<String> {
+    value.split(',').filter(|s| !s.is_empty()).map(str::to_string).collect()
+}
+
+/// The override changes (`None` removes an override) that IncrementalAlterConfigs
+/// `ops` make to a topic, as Kafka's `ConfigurationControlManager` computes
+/// them: APPEND and SUBTRACT only for LIST keys, starting from the override or,
+/// without one, from the default (`defaults`, the store's topic defaults).
+/// Values are not validated here: the store does that.
+pub fn incremental_changes(
+    overrides: &BTreeMap<String, String>,
+    defaults: &BTreeMap<String, String>,
+    ops: &[(String, i8, Option<String>)],
+) -> Result<BTreeMap<String, Option<String>>, (i16, String)> {
+    let mut changes: BTreeMap<String, Option<String>> = BTreeMap::new();
+    for (key, op, value) in ops {
+        let Some(op) = Op::from_id(*op) else {
+            return Err((
+                ResponseError::InvalidRequest.code(),
+                format!("unknown config operation {op} for {key}"),
+            ));
+        };
+        let current = match changes.get(key) {
+            Some(v) => v.clone(),
+            None => overrides.get(key).cloned(),
+        };
+        let new = match op {
+            Op::Set => value.clone(),
+            Op::Delete => None,
+            Op::Append | Op::Subtract => {
+                if topic_key(key).map(|(_, t)| t) != Some(TYPE_LIST) {
+                    let name = if op == Op::Append { "APPEND" } else { "SUBTRACT" };
+                    return Err((
+                        ResponseError::InvalidConfig.code(),
+                        format!("Can't {name} to key {key} because its type is not LIST."),
+                    ));
+                }
+                let mut list =
+                    parts(current.as_deref().or(defaults.get(key).map(String::as_str)).unwrap_or(""));
+                let given = value.as_deref().unwrap_or("");
+                if op == Op::Append {
+                    for v in given.split(',') {
+                        if !list.iter().any(|x| x == v) {
+                            list.push(v.to_string());
+                        }
+                    }
+                } else {
+                    for v in given.split(',') {
+                        if let Some(i) = list.iter().position(|x| x == v) {
+                            list.remove(i);
+                        }
+                    }
+                }
+                Some(list.join(","))
+            }
+        };
+        changes.insert(key.clone(), new);
+    }
+    Ok(changes)
+}
+
+/// The changes that make `wanted` a topic's whole override set (the legacy
+/// AlterConfigs: a key left out returns to its default).
+pub fn replacement_changes(
+    overrides: &BTreeMap<String, String>,
+    wanted: &BTreeMap<String, String>,
+) -> BTreeMap<String, Option<String>> {
+    let mut changes: BTreeMap<String, Option<String>> =
+        overrides.keys().filter(|k| !wanted.contains_key(*k)).map(|k| (k.clone(), None)).collect();
+    for (k, v) in wanted {
+        changes.insert(k.clone(), Some(v.clone()));
+    }
+    changes
+}
+
+/// `overrides` with `changes` applied.
+pub fn applied(
+    overrides: &BTreeMap<String, String>,
+    changes: &BTreeMap<String, Option<String>>,
+) -> BTreeMap<String, String> {
+    let mut out = overrides.clone();
+    for (k, v) in changes {
+        match v {
+            Some(v) => out.insert(k.clone(), v.clone()),
+            None => out.remove(k),
+        };
+    }
+    out
+}
+
+#[cfg(test)]
+#[path = "configs_test.rs"]
+mod tests;

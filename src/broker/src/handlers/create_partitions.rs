@@ -1,0 +1,109 @@
+//! CreatePartitions: a topic grown to a new partition count through
+//! `Store::create_partitions`, each topic answered alone with Kafka's codes
+//! and messages: INVALID_PARTITIONS for a count not larger than the current
+//! one, INVALID_REPLICA_ASSIGNMENT for an assignment off this one broker.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse, ResponseKind};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use seglog_core::error::Error;
+use seglog_core::store::{Store, MAX_PARTITIONS};
+
+use super::{blocking, error_code, Reply};
+use crate::server::Shared;
+
+/// v2 is the first flexible version.
+pub const VERSIONS: (i16, i16) = (0, 1);
+
+type Refusal = (i16, String);
+
+fn grow(store: &Store, t: &CreatePartitionsTopic, node: i32, validate_only: bool) -> Result<(), Refusal> {
+    let name = t.name.0.as_str();
+    let topic = store.topic(name).map_err(|e| match e {
+        Error::UnknownTopic(_) | Error::InvalidTopic { .. } => {
+            (ResponseError::UnknownTopicOrPartition.code(), format!("The topic '{name}' does not exist."))
+        }
+        e => (error_code(&e), e.to_string()),
+    })?;
+    let current = topic.partitions.len() as i32;
+    let invalid = |m: String| Err((ResponseError::InvalidPartitions.code(), m));
+    if t.count == current {
+        return invalid(format!("Topic already has {current} partition(s)."));
+    }
+    if t.count < current {
+        return invalid(format!(
+            "Topic currently has {current} partitions, which is higher than the requested {}.",
+            t.count
+        ));
+    }
+    if t.count > MAX_PARTITIONS {
+        return invalid(format!(
+            "The requested {} partitions are more than this broker allows ({MAX_PARTITIONS}).",
+            t.count
+        ));
+    }
+    if let Some(assignments) = &t.assignments {
+        let bad = |m: String| Err((ResponseError::InvalidReplicaAssignment.code(), m));
+        let adding = t.count - current;
+        if assignments.len() as i32 != adding {
+            return bad(format!(
+                "Attempted to add {adding} additional partitions, but only {} assignments were specified.",
+                assignments.len()
+            ));
+        }
+        if let Some(a) = assignments.iter().find(|a| a.broker_ids.iter().map(|b| b.0).ne([node])) {
+            return bad(format!(
+                "replicas {:?} must be exactly this broker, [{node}] (a single-broker cluster)",
+                a.broker_ids.iter().map(|b| b.0).collect::<Vec<_>>()
+            ));
+        }
+    }
+    if validate_only {
+        return Ok(());
+    }
+    match store.create_partitions(name, t.count) {
+        Ok(_) => Ok(()),
+        Err(e @ Error::InvalidArgument(_)) => invalid(e.to_string()),
+        Err(e) => Err((error_code(&e), e.to_string())),
+    }
+}
+
+pub async fn handle(shared: &Arc<Shared>, r: CreatePartitionsRequest, _version: i16) -> Reply {
+    let store = shared.store.clone();
+    let node = shared.config.node_id;
+    let results = blocking(move || {
+        let mut count: BTreeMap<&str, usize> = BTreeMap::new();
+        for t in &r.topics {
+            *count.entry(t.name.0.as_str()).or_default() += 1;
+        }
+        r.topics
+            .iter()
+            .map(|t| {
+                let outcome = if count[t.name.0.as_str()] > 1 {
+                    Err((ResponseError::InvalidRequest.code(), "Duplicate topic name.".to_string()))
+                } else {
+                    grow(&store, t, node, r.validate_only)
+                };
+                let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
+                match outcome {
+                    Ok(()) => result,
+                    Err((code, m)) => {
+                        result.with_error_code(code).with_error_message(Some(StrBytes::from_string(m)))
+                    }
+                }
+            })
+            .collect::<Vec<_>>()
+    })
+    .await;
+    for t in &results {
+        shared.metrics.error("CreatePartitions", t.error_code);
+    }
+    Reply::Message(Box::new(ResponseKind::CreatePartitions(
+        CreatePartitionsResponse::default().with_results(results),
+    )))
+}

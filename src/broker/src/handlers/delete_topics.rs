@@ -1,0 +1,56 @@
+//! DeleteTopics: topics removed from the store by name, each answered alone:
+//! UNKNOWN_TOPIC_OR_PARTITION for one that is not there (or whose name no
+//! topic could have), and a refusal for the internal topics, which only their
+//! coordinator writes.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, ResponseKind, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use seglog_core::store::validate_topic_name;
+
+use super::{blocking, error_code, Reply};
+use crate::server::Shared;
+
+/// v4 is the first flexible version; v1 the crate's first. Names only (topic
+/// ids come with v6).
+pub const VERSIONS: (i16, i16) = (1, 3);
+
+pub async fn handle(shared: &Arc<Shared>, r: DeleteTopicsRequest, _version: i16) -> Reply {
+    let store = shared.store.clone();
+    let names: Vec<TopicName> =
+        r.topic_names.into_iter().chain(r.topics.into_iter().filter_map(|t| t.name)).collect();
+    let responses = blocking(move || {
+        names
+            .into_iter()
+            .map(|name| {
+                let n = name.0.to_string();
+                let code = if validate_topic_name(&n).is_err() {
+                    ResponseError::UnknownTopicOrPartition.code()
+                } else {
+                    match store.delete_topic(&n) {
+                        Ok(()) => 0,
+                        Err(e) => error_code(&e),
+                    }
+                };
+                let result = DeletableTopicResult::default().with_name(Some(name)).with_error_code(code);
+                if code == ResponseError::UnknownTopicOrPartition.code() {
+                    result.with_error_message(Some(StrBytes::from_string(format!(
+                        "The topic '{n}' does not exist."
+                    ))))
+                } else {
+                    result
+                }
+            })
+            .collect::<Vec<_>>()
+    })
+    .await;
+    for t in &responses {
+        shared.metrics.error("DeleteTopics", t.error_code);
+    }
+    Reply::Message(Box::new(ResponseKind::DeleteTopics(
+        DeleteTopicsResponse::default().with_responses(responses),
+    )))
+}

@@ -1,0 +1,48 @@
+//! DescribeCluster: this one broker, which is also the controller, and the
+//! cluster id from `meta.properties`.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse, ResponseKind};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+use super::Reply;
+use crate::server::Shared;
+
+/// Flexible from v0; v1 adds the endpoint type, v2 fenced brokers.
+pub const VERSIONS: (i16, i16) = (0, 1);
+
+/// Kafka's `EndpointType.BROKER`.
+const ENDPOINT_BROKER: i8 = 1;
+
+/// The cluster operations (Kafka's `AclOperation` ids) a client may do when
+/// there is no authorizer: all of them.
+const CLUSTER_OPERATIONS: &[i32] = &[5, 7, 8, 9, 10, 11, 12];
+
+pub async fn handle(shared: &Arc<Shared>, r: DescribeClusterRequest, version: i16) -> Reply {
+    let node = shared.config.node_id;
+    let (host, port) = &shared.advertised;
+    let mut response = DescribeClusterResponse::default()
+        .with_endpoint_type(ENDPOINT_BROKER)
+        .with_cluster_id(StrBytes::from_string(shared.cluster_id.clone()))
+        .with_controller_id(BrokerId(node))
+        .with_brokers(vec![DescribeClusterBroker::default()
+            .with_broker_id(BrokerId(node))
+            .with_host(StrBytes::from_string(host.clone()))
+            .with_port(*port)]);
+    if r.include_cluster_authorized_operations {
+        response.cluster_authorized_operations = CLUSTER_OPERATIONS.iter().map(|op| 1 << op).sum();
+    }
+    if version >= 1 && r.endpoint_type != ENDPOINT_BROKER {
+        response = DescribeClusterResponse::default()
+            .with_error_code(ResponseError::MismatchedEndpointType.code())
+            .with_error_message(Some(StrBytes::from_string(format!(
+                "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type {}",
+                if r.endpoint_type == 2 { "CONTROLLER".to_string() } else { r.endpoint_type.to_string() }
+            ))));
+    }
+    shared.metrics.error("DescribeCluster", response.error_code);
+    Reply::Message(Box::new(ResponseKind::DescribeCluster(response)))
+}
