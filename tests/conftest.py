@@ -25,3 +25,10 @@ def store(store_path: Path) -> Iterator[seglog.Store]:
     s = seglog.open(store_path)
     yield s
     s.close()
+
+
+@pytest.fixture
+def broker(store: seglog.Store) -> Iterator[seglog.Broker]:
+    """A broker on 127.0.0.1 (a free port) serving the test's store."""
+    with seglog.Broker(store) as b:
+        yield b
