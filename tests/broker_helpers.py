@@ -14,20 +14,12 @@ import sys
 import threading
 import time
 import uuid
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer, TopicPartition
-
-with warnings.catch_warnings():
-    # kafka-python 3.0 loads its protocol schemas with importlib.resources.read_text
-    # (deprecated since Python 3.11) while its modules are imported: import them once here.
-    warnings.filterwarnings("ignore", r"(read|open)_text is deprecated", DeprecationWarning)
-    import kafka
-    import kafka.errors  # noqa: F401
-    from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.default_records import DefaultRecordBatchBuilder
 
 # Kafka's error codes the tests look for.
 UNKNOWN_TOPIC_OR_PARTITION = 3

@@ -28,7 +28,7 @@ from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.memory_records import MemoryRecords
 
 import seglog
-from broker_helpers import (  # first: it imports kafka-python
+from broker_helpers import (
     INVALID_TOPIC_EXCEPTION,
     UNKNOWN_TOPIC_OR_PARTITION,
     assert_serves,

@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import KafkaError, Message
 
 import seglog
-from broker_helpers import producer, start_serve  # first: it imports kafka-python
+from broker_helpers import producer, start_serve
 
 TOPIC = "crash"
 PARTITIONS = 3

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 import seglog
-from broker_helpers import (  # first: it imports kafka-python
+from broker_helpers import (
     UNSUPPORTED_VERSION,
     Served,
     api_versions,
