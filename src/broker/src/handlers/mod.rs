@@ -210,3 +210,7 @@ pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static)
         Err(e) => std::panic::resume_unwind(e.into_panic()),
     }
 }
+
+#[cfg(test)]
+#[path = "handle_test.rs"]
+mod tests;
