@@ -142,6 +142,8 @@ class BrokerProcess:
         with contextlib.suppress(ProcessLookupError):
             self.proc.kill()
         self.proc.wait()
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()
 
 
 def _env() -> dict[str, str]:
@@ -372,18 +374,22 @@ def latency_row(b: Bench) -> None:
             lat = []
             poll, now_us, unpack = c.poll, time.time_ns, struct.Struct(">q").unpack_from
             deadline = time.monotonic() + m / LATENCY_RATE + 30
-            while len(lat) < m:
-                msg = poll(0.1)
-                if msg is None:
-                    if time.monotonic() > deadline or producer.poll() not in (None, 0):
-                        producer.kill()
-                        raise AssertionError(f"B5: {len(lat)} of {m} records arrived")
-                    continue
-                t = now_us() // 1000
-                if msg.error():
-                    raise AssertionError(f"B5 consume: {msg.error()}")
-                lat.append(t - unpack(msg.value())[0])
-            out, _ = producer.communicate(timeout=60)
+            try:
+                while len(lat) < m:
+                    msg = poll(0.1)
+                    if msg is None:
+                        if time.monotonic() > deadline or producer.poll() not in (None, 0):
+                            raise AssertionError(f"B5: {len(lat)} of {m} records arrived")
+                        continue
+                    t = now_us() // 1000
+                    if msg.error():
+                        raise AssertionError(f"B5 consume: {msg.error()}")
+                    lat.append(t - unpack(msg.value())[0])
+                out, _ = producer.communicate(timeout=60)
+            finally:
+                if producer.returncode is None:
+                    producer.kill()
+                    producer.communicate()
             sent, secs = out.split()
             if int(sent) != m or producer.returncode != 0:
                 raise AssertionError(f"B5: the paced producer delivered {sent} of {m}")
