@@ -122,6 +122,14 @@ def broker_notes(rep: Report) -> list[str]:
                 f"- {id}: the broker's counters over {c['passes']} passes: fetch_sendfile_bytes "
                 f"{c['fetch_sendfile_bytes']:,}, fetch_copied_bytes {c['fetch_copied_bytes']:,}."
             )
+    for r in rs.values():
+        if r.group == "broker" and r.counters and "broker_cpu_pct" in r.counters:
+            c = r.counters
+            client = "the consumer process" if r.id == "B5" else "the client (with librdkafka's threads)"
+            lines.append(
+                f"- {r.id}, CPU while timed: the broker {c['broker_cpu_pct']} % of one core, "
+                f"{client} {c['client_cpu_pct']} %."
+            )
     if (b3 := rs.get("B3")) and (b4 := rs.get("B4")) and b3.value and b4.value:
         lines.append(
             f"- Fetch with sendfile (B3) is {b3.value / b4.value:.2f}x the rate with a copy through a "

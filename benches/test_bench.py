@@ -284,7 +284,9 @@ def test_broker_rows_smoke(benchmark: Any, tmp_path: Path) -> None:
     assert b3 is not None and b4 is not None
     assert b3["fetch_sendfile_bytes"] > 0 and b3["fetch_copied_bytes"] == 0
     assert b4["fetch_copied_bytes"] > 0 and b4["fetch_sendfile_bytes"] == 0
-    assert rs["B1"].counters == {"bytes_in": rs["B1"].stored_bytes, "messages_in": 2000}
+    b1 = rs["B1"].counters
+    assert b1 is not None and b1["bytes_in"] == rs["B1"].stored_bytes and b1["messages_in"] == 2000
+    assert b1["broker_cpu_pct"] >= 0 and b1["client_cpu_pct"] > 0
     assert rs["B5"].p99_us is not None and rs["B5"].met is not None
     assert "| B5 end-to-end latency" in tables(report)
     assert list(tmp_path.iterdir()) == []  # every case's directory removed

@@ -42,6 +42,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -138,6 +139,12 @@ class BrokerProcess:
         if rc != 0:
             raise RuntimeError(f"seglog serve exited {rc}; stderr: {self._stderr()}")
 
+    def cpu_s(self) -> float:
+        """The broker process's CPU seconds so far (all its threads, user + system)."""
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
             self.proc.kill()
@@ -165,8 +172,32 @@ def _readline(proc: subprocess.Popen[bytes], pipe: Any, timeout: float) -> bytes
 class BrokerCtx:
     path: Path  # the case's directory: the store and the broker's stderr
     broker: BrokerProcess
-    store_bytes: int = 0
     counters: dict[str, int] = field(default_factory=dict)
+    # (wall, broker CPU, client CPU) seconds of each timed body, to say which side is the limit
+    cpu: list[tuple[float, float, float]] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def _accounted(ctx: BrokerCtx) -> Iterator[None]:
+    """Adds the block's wall time and the CPU time the broker and this process (the
+    client, with librdkafka's threads) spent in it to ``ctx.cpu``."""
+    w0, b0, c0 = time.perf_counter(), ctx.broker.cpu_s(), _own_cpu()
+    yield
+    ctx.cpu.append((time.perf_counter() - w0, ctx.broker.cpu_s() - b0, _own_cpu() - c0))
+
+
+def _own_cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def _cpu_shares(runs: list[tuple[float, float, float]]) -> dict[str, int]:
+    """CPU time as a percentage of the wall time (100 = one core busy throughout)."""
+    wall = sum(r[0] for r in runs) or 1e-9
+    return {
+        "broker_cpu_pct": round(100 * sum(r[1] for r in runs) / wall),
+        "client_cpu_pct": round(100 * sum(r[2] for r in runs) / wall),
+    }
 
 
 def _start(path: Path, **config: str) -> BrokerCtx:
@@ -232,16 +263,18 @@ def produce_rows(b: Bench, loopback: str) -> None:
         return _start(path)
 
     def body(ctx: BrokerCtx, m: int, acks: str) -> None:
-        p = Producer({"bootstrap.servers": ctx.broker.bootstrap, "acks": acks, **PRODUCER})
-        produce, poll = p.produce, p.poll
-        keys, values = d.keys, d.values
-        for i in range(m):
-            try:
-                produce(TOPIC, values[i], keys[i])
-            except BufferError:  # the client's queue is full: let it drain
-                poll(0.01)
-                produce(TOPIC, values[i], keys[i])
-        if left := p.flush(60):
+        with _accounted(ctx):
+            p = Producer({"bootstrap.servers": ctx.broker.bootstrap, "acks": acks, **PRODUCER})
+            produce, poll = p.produce, p.poll
+            keys, values = d.keys, d.values
+            for i in range(m):
+                try:
+                    produce(TOPIC, values[i], keys[i])
+                except BufferError:  # the client's queue is full: let it drain
+                    poll(0.01)
+                    produce(TOPIC, values[i], keys[i])
+            left = p.flush(60)
+        if left:
             raise AssertionError(f"{left} records not delivered after flush(60)")
 
     def finish(ctx: BrokerCtx, m: int, result: Result) -> int:
@@ -255,9 +288,11 @@ def produce_rows(b: Bench, loopback: str) -> None:
         if end != m or stats["messages_in"] != m:
             got = stats["messages_in"]
             raise AssertionError(f"{result.id}: log end offset {end}, messages in {got}, expected {m}")
-        result.counters = {k: stats[k] for k in ("bytes_in", "messages_in")}
+        cpu[result.id] += ctx.cpu
+        result.counters = {k: stats[k] for k in ("bytes_in", "messages_in")} | _cpu_shares(cpu[result.id])
         return stats["bytes_in"]
 
+    cpu: dict[str, list[tuple[float, float, float]]] = {"B1": [], "B2": []}
     target = Target("min_rate", 1_000_000)
     for id, acks, embedded in [("B1", "1", "S1"), ("B2", "all", "S3")]:
         r = Result(
@@ -297,20 +332,21 @@ def consume_rows(b: Bench, populated: SegCtx, loopback: str) -> None:
         return ctx
 
     def body(ctx: BrokerCtx) -> int:
-        c = Consumer({"bootstrap.servers": ctx.broker.bootstrap, **CONSUMER})
-        c.assign([TopicPartition(TOPIC, 0, 0)])
-        consume = c.consume
-        seen = 0
-        while seen < n:
-            msgs = consume(min(CONSUME_BATCH, n - seen), 10.0)
-            if not msgs:
-                raise AssertionError(f"no records in 10 s after {seen}")
-            for msg in msgs:
-                if msg.error():
-                    raise AssertionError(f"consume: {msg.error()}")
-                msg.offset(), msg.key(), msg.value()
-            seen += len(msgs)
-        c.close()
+        with _accounted(ctx):
+            c = Consumer({"bootstrap.servers": ctx.broker.bootstrap, **CONSUMER})
+            c.assign([TopicPartition(TOPIC, 0, 0)])
+            consume = c.consume
+            seen = 0
+            while seen < n:
+                msgs = consume(min(CONSUME_BATCH, n - seen), 10.0)
+                if not msgs:
+                    raise AssertionError(f"no records in 10 s after {seen}")
+                for msg in msgs:
+                    if msg.error():
+                        raise AssertionError(f"consume: {msg.error()}")
+                    msg.offset(), msg.key(), msg.value()
+                seen += len(msgs)
+            c.close()
         return seen
 
     def finish(ctx: BrokerCtx, result: Result) -> int:
@@ -319,7 +355,7 @@ def consume_rows(b: Bench, populated: SegCtx, loopback: str) -> None:
         passes = len(result.runs_ns) + 1  # with the warm-up
         keys = ("bytes_out", "fetch_sendfile_bytes", "fetch_copied_bytes")
         result.counters = {k: after[k] - before.get(k, 0) for k in keys}
-        result.counters["passes"] = passes
+        result.counters |= {"passes": passes} | _cpu_shares(ctx.cpu)
         return after["bytes_out"] // passes
 
     for id, sendfile in [("B3", True), ("B4", False)]:
@@ -398,10 +434,12 @@ def latency_row(b: Bench) -> None:
 
         run(max(100, count // 10))  # warm-up
         for _ in range(b.runs_for(count / LATENCY_RATE + 1)):
-            lat = sorted(run(count)[skip:])
+            with _accounted(ctx):
+                got = run(count)
+            lat = sorted(got[skip:])
             r.runs_us.append(float(statistics.median(lat)))
             r.runs_p99_us.append(float(lat[int(len(lat) * 0.99)]))
-        r.counters = {"achieved_rate_min": int(min(rates[1:]))}
+        r.counters = {"achieved_rate_min": int(min(rates[1:]))} | _cpu_shares(ctx.cpu)
     finally:
         c.close()
         _stop(ctx)
