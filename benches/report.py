@@ -23,7 +23,11 @@ GROUPS = [
     ("consume", "Consume (page cache)"),
     ("lookup", f"Random lookups ({LOOKUPS:,}, median per lookup)"),
     ("machine", "Machine limits (same byte count as the seglog log)"),
-    ("broker", "Broker (confluent-kafka <-> seglog serve in another process, loopback TCP)"),
+    (
+        "broker",
+        "Broker (confluent-kafka <-> seglog serve in another process, over loopback TCP; "
+        "enable.idempotence=false)",
+    ),
 ]
 
 

@@ -2,7 +2,8 @@
 """seglog's benchmark suite: produce, consume, random lookups and the broker, against
 baselines doing the same work in the same run, and against the machine's own limits.
 
-    .venv/bin/python benches/run.py            # 1,000,000 records (about 5 minutes)
+    .venv/bin/python benches/run.py            # 1,000,000 records (about 6 minutes, 2 of
+                                               # them the broker rows)
     .venv/bin/python benches/run.py --quick    # 100,000 records
 
 Records have 8-byte keys and 100-byte values. Every case runs on a fresh directory

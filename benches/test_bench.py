@@ -288,5 +288,5 @@ def test_broker_rows_smoke(benchmark: Any, tmp_path: Path) -> None:
     assert b1 is not None and b1["bytes_in"] == rs["B1"].stored_bytes and b1["messages_in"] == 2000
     assert b1["broker_cpu_pct"] >= 0 and b1["client_cpu_pct"] > 0
     assert rs["B5"].p99_us is not None and rs["B5"].met is not None
-    assert "| B5 end-to-end latency" in tables(report)
+    assert "| B5 end-to-end latency at 50,000 records/s" in tables(report)
     assert list(tmp_path.iterdir()) == []  # every case's directory removed

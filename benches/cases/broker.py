@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from environment import version
 from harness import MIB, TOPIC, Bench, Result, Target, rmtree, seglog
 
 from .consume import C1_CASE, iterate
@@ -221,7 +222,7 @@ def broker_group(b: Bench) -> None:
         return
     d, n = b.data, b.data.n
     print(
-        f"broker ({n:,} records; confluent-kafka {confluent_kafka.version()[0]}, "
+        f"broker ({n:,} records; confluent-kafka {version('confluent-kafka')}, "
         f"librdkafka {confluent_kafka.libversion()[0]})",
         file=sys.stderr,
     )
@@ -253,7 +254,8 @@ def produce_rows(b: Bench, loopback: str) -> None:
     from confluent_kafka import Producer
 
     d, n = b.data, b.data.n
-    settings = ", ".join(f"{k}={v}" for k, v in PRODUCER.items() if k != "queue.buffering.max.messages")
+    shown = ("linger.ms", "batch.size", "compression.type")
+    settings = ", ".join(f"{k}={PRODUCER[k]}" for k in shown)
 
     def setup(_m: int) -> BrokerCtx:
         path = b.fresh_dir()
@@ -299,7 +301,7 @@ def produce_rows(b: Bench, loopback: str) -> None:
             id,
             "broker",
             "broker",
-            f"confluent-kafka Producer.produce() -> broker, acks={acks}, {settings}",
+            f"acks={acks}: confluent-kafka produce() per record, {settings}",
             "records/s",
             n,
             vs_embedded=embedded,
@@ -363,8 +365,8 @@ def consume_rows(b: Bench, populated: SegCtx, loopback: str) -> None:
             id,
             "broker",
             "broker",
-            f"confluent-kafka Consumer.consume({CONSUME_BATCH:,}) <- broker, "
-            f"socket.sendfile.enable={str(sendfile).lower()}, fetch.max.bytes={FETCH_MAX_BYTES // MIB} MiB",
+            f"socket.sendfile.enable={str(sendfile).lower()}: confluent-kafka consume({CONSUME_BATCH:,}), "
+            f"fetch.max.bytes={FETCH_MAX_BYTES // MIB} MiB",
             "records/s",
             n,
             vs_embedded="C1",
@@ -384,8 +386,8 @@ def latency_row(b: Bench) -> None:
         "B5",
         "broker",
         "broker",
-        f"end-to-end latency at {LATENCY_RATE:,} records/s: produce() in one process -> broker -> "
-        "poll() in another; acks=1, linger.ms=0",
+        f"end-to-end latency at {LATENCY_RATE:,} records/s, acks=1, linger.ms=0: produce() in one "
+        "process -> broker -> poll() in another",
         "us",
         count - skip,
         target=Target("max_p99_us", 2000),
@@ -477,11 +479,11 @@ def loopback_rows(b: Bench, nbytes: int) -> str:
             return n
 
         for id, use_sendfile, case in [
-            ("BL1", True, "loopback TCP, 2 processes: socket.sendfile -> recv_into(1 MiB)"),
-            ("BL2", False, "loopback TCP, 2 processes: sendall(1 MiB chunks) -> recv_into(1 MiB)"),
+            ("BL1", True, "loopback pump, 2 processes: socket.sendfile -> recv_into(1 MiB)"),
+            ("BL2", False, "loopback pump, 2 processes: sendall(1 MiB) -> recv_into(1 MiB)"),
         ]:
             b.timed_reads(
-                Result(id, "broker", "machine", f"{case}, the log's {nbytes:,} bytes", "records/s", n),
+                Result(id, "broker", "machine", f"{case}, {nbytes:,} bytes", "records/s", n),
                 lambda: None,
                 lambda _ctx, s=use_sendfile: pump(s),
                 lambda _ctx: nbytes,
