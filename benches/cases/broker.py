@@ -14,8 +14,8 @@ doing the same work and the loopback limit (a plain TCP pump between two process
 - B5 end-to-end latency: a producer process paced at LATENCY_RATE records/s in 1 ms
   ticks (``peers.py paced``, acks=1, linger.ms=0) and a consumer in this process;
   each value carries its produce() time in microseconds, and the consumer takes
-  ``time.time_ns()`` when ``poll()`` hands it the record. p50 and p99 per run, then
-  the median of the runs.
+  ``time.time_ns()`` when ``poll()`` hands it the record. The first 0.2 s of each
+  run are not counted; p50 and p99 per run, then the median of the runs.
 - BL1/BL2 loopback limit: the log's byte count from this process to a sink process
   (``peers.py sink``: ``recv_into`` a 1 MiB buffer), by ``socket.sendfile`` of a file
   in the page cache (BL1) and by ``sendall`` of one 1 MiB buffer over and over (BL2):
@@ -25,7 +25,9 @@ Every broker is ``python -m seglog serve`` in its own process (stopped by SIGTER
 so the client here never shares a GIL with it; its counters are read from its
 Prometheus endpoint (``--metrics``). MB/s is the record bytes the broker counted
 in (Produce) or out (Fetch) over the time; the loopback ratio is MB/s over the
-faster loopback row's.
+faster loopback row's. Each row also records the CPU the broker process and this
+process (the client, librdkafka's threads included) used while timed, as a share of
+one core: which side is the limit.
 """
 
 from __future__ import annotations
