@@ -94,7 +94,8 @@ def _records_per_batch(key: bytes, value: bytes) -> int:
 
 @dataclass
 class Target:
-    kind: str  # "min_rate" (records/s), "max_us", "ratio_of" (rate >= value * rate of ref)
+    # "min_rate" (records/s), "max_us", "max_p99_us", "ratio_of" (rate >= value * rate of ref)
+    kind: str
     value: float
     ref: str | None = None
 
@@ -103,14 +104,16 @@ class Target:
             return f">= {self.value:,.0f}/s"
         if self.kind == "max_us":
             return f"<= {self.value:g} {US}"
+        if self.kind == "max_p99_us":
+            return f"p99 <= {self.value / 1000:g} ms"
         return f">= {self.value:.0%} of {self.ref}"
 
 
 @dataclass
 class Result:
     id: str
-    group: str  # produce, consume, lookup, machine
-    impl: str  # seglog, kafka-python, sqlite, machine
+    group: str  # produce, consume, lookup, machine, broker
+    impl: str  # seglog, kafka-python, sqlite, machine, broker
     case: str
     unit: str  # "records/s" or "us"
     records: int
@@ -120,18 +123,27 @@ class Result:
     stored_bytes: int | None = None  # bytes written/read by the case
     vs_kp: str | None = None  # ids of the baselines this row is compared with
     vs_sqlite: str | None = None
+    # broker rows: the embedded seglog row doing the same work, and the loopback limit
+    vs_embedded: str | None = None
+    vs_loopback: str | None = None
     target: Target | None = None
+    runs_p99_us: list[float] = field(default_factory=list)  # p99 latency per run (broker latency)
+    counters: dict[str, int] | None = None  # the broker's own counters over the case's runs
     # filled by finish()
     value: float | None = None  # median records/s, or median us
     mb_s: float | None = None
     ratio_kp: float | None = None
     ratio_sqlite: float | None = None
+    ratio_embedded: float | None = None  # records/s over the embedded row's
+    ratio_loopback: float | None = None  # MB/s over the loopback row's
     met: bool | None = None
     note: str = ""
 
     def finish(self) -> None:
         if self.unit == "us":
             self.value = statistics.median(self.runs_us)
+            if self.runs_p99_us:
+                self.p99_us = statistics.median(self.runs_p99_us)
         else:
             secs = statistics.median(self.runs_ns) / 1e9
             self.value = self.records / secs
@@ -150,6 +162,8 @@ class Report:
         r.finish()
         self.results[r.id] = r
         shown = f"{r.value:,.2f} {US}" if r.unit == "us" else f"{r.value:,.0f} records/s"
+        if r.runs_p99_us:
+            shown += f", p99 {r.p99_us:,.0f} {US}"
         runs = len(r.runs_us) if r.unit == "us" else len(r.runs_ns)
         print(f"  {r.id:4} {r.case}: {shown} (median of {runs})", file=sys.stderr, flush=True)
         return r
@@ -167,6 +181,10 @@ class Report:
         for r in rs.values():
             r.ratio_kp = ratio(r, r.vs_kp)
             r.ratio_sqlite = ratio(r, r.vs_sqlite)
+            r.ratio_embedded = ratio(r, r.vs_embedded)
+            lb = rs.get(r.vs_loopback) if r.vs_loopback else None
+            if lb is not None and lb.mb_s and r.mb_s:
+                r.ratio_loopback = r.mb_s / lb.mb_s
             t = r.target
             if t is None or r.value is None:
                 continue
@@ -174,6 +192,8 @@ class Report:
                 r.met = r.value >= t.value
             elif t.kind == "max_us":
                 r.met = r.value <= t.value
+            elif t.kind == "max_p99_us":
+                r.met = r.p99_us is not None and r.p99_us <= t.value
             elif t.ref in rs and rs[t.ref].value:
                 share = r.value / rs[t.ref].value
                 r.met = share >= t.value

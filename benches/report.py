@@ -23,6 +23,11 @@ GROUPS = [
     ("consume", "Consume (page cache)"),
     ("lookup", f"Random lookups ({LOOKUPS:,}, median per lookup)"),
     ("machine", "Machine limits (same byte count as the seglog log)"),
+    (
+        "broker",
+        "Broker (confluent-kafka <-> seglog serve in another process, over loopback TCP; "
+        "enable.idempotence=false)",
+    ),
 ]
 
 
@@ -41,12 +46,21 @@ def tables(rep: Report) -> str:
         unit = f"median {US}" if group == "lookup" else "records/s"
         if group == "machine":
             unit = f"records/s equiv. (or {US})"
+        vs = ("vs kafka-python", "vs sqlite")
+        if group == "broker":
+            unit, vs = "records/s (or latency)", ("vs embedded seglog", "vs loopback (MB/s)")
         out.append(f"### {title}\n")
-        out.append(f"| case | {unit} | MB/s | vs kafka-python | vs sqlite | target | met? |")
+        out.append(f"| case | {unit} | MB/s | {vs[0]} | {vs[1]} | target | met? |")
         out.append("|---|---:|---:|---:|---:|---|---|")
         for r in rows:
             assert r.value is not None
-            if r.unit == "us":
+            ratios = (r.ratio_kp, r.ratio_sqlite)
+            if group == "broker":
+                ratios = (r.ratio_embedded, r.ratio_loopback)
+            if r.runs_p99_us:
+                assert r.p99_us is not None
+                val = f"p50 {r.value / 1000:,.2f} ms, p99 {r.p99_us / 1000:,.2f} ms"
+            elif r.unit == "us":
                 val = f"{r.value:,.2f} {US}"
                 if r.p99_us is not None:
                     val += f" (p99 {r.p99_us:,.0f})"
@@ -59,7 +73,7 @@ def tables(rep: Report) -> str:
                 met += f" ({r.note})"
             case = f"{r.id} {r.case}"
             out.append(
-                f"| {case} | {val} | {mb} | {_fmt_ratio(r.ratio_kp)} | {_fmt_ratio(r.ratio_sqlite)} "
+                f"| {case} | {val} | {mb} | {_fmt_ratio(ratios[0])} | {_fmt_ratio(ratios[1])} "
                 f"| {target} | {met} |"
             )
         out.append("")
@@ -90,6 +104,47 @@ def notes(rep: Report) -> list[str]:
             f"- S3 (acks=all, 1 thread): {s3:,.0f} records/s is {per_sync:,.0f} records "
             "per fdatasync latency (M4)."
         )
+    lines += broker_notes(rep)
+    return lines
+
+
+def broker_notes(rep: Report) -> list[str]:
+    """Which rows the broker rows are compared with, and its own counters."""
+    rs = rep.results
+    lines = []
+    for r in rs.values():
+        if r.group != "broker" or r.vs_embedded is None or r.vs_embedded not in rs:
+            continue
+        e = rs[r.vs_embedded]
+        lines.append(f"- {r.id} vs embedded is against {e.id} ({e.case}): {e.value:,.0f} records/s.")
+    if lb := next((r.vs_loopback for r in rs.values() if r.vs_loopback in rs), None):
+        pump = f"{rs[lb].mb_s:,.0f} MB/s, the faster pump"
+        lines.append(f"- the loopback ratios are MB/s over {lb}'s ({pump}).")
+    for id in ("B3", "B4"):
+        if id in rs and (c := rs[id].counters):
+            lines.append(
+                f"- {id}: the broker's counters over {c['passes']} passes: fetch_sendfile_bytes "
+                f"{c['fetch_sendfile_bytes']:,}, fetch_copied_bytes {c['fetch_copied_bytes']:,}."
+            )
+    for r in rs.values():
+        if r.group == "broker" and r.counters and "broker_cpu_pct" in r.counters:
+            c = r.counters
+            client = "the consumer process" if r.id == "B5" else "the client (with librdkafka's threads)"
+            lines.append(
+                f"- {r.id}, CPU while timed: the broker {c['broker_cpu_pct']} % of one core, "
+                f"{client} {c['client_cpu_pct']} %."
+            )
+    if (b3 := rs.get("B3")) and (b4 := rs.get("B4")) and b3.value and b4.value:
+        lines.append(
+            f"- Fetch with sendfile (B3) is {b3.value / b4.value:.2f}x the rate with a copy through a "
+            "buffer (B4), on the same data, warm in the page cache."
+        )
+    if (b5 := rs.get("B5")) and (c := b5.counters):
+        lines.append(
+            f"- B5: {b5.records:,} records per run counted (after the first 0.2 s); the paced "
+            f"producer held at least {c['achieved_rate_min']:,} records/s; p50 and p99 are "
+            "the medians of the runs' p50 and p99."
+        )
     return lines
 
 
@@ -104,12 +159,19 @@ def chart(rep: Report, path: Path, title: str) -> None:
         "kafka-python": "#ff7f0e",
         "sqlite": "#2ca02c",
         "machine": "#7f7f7f",
+        "broker": "#9467bd",
     }
     panels = [
         ("produce", "Produce: records/s (higher is better)", lambda r: r.value, ["M1", "M2"]),
         ("consume", "Consume: records/s (higher is better)", lambda r: r.value, ["M3"]),
         ("lookup", f"Random lookup: median {US} (lower is better)", lambda r: r.value, ["M4"]),
         ("machine", "Machine: MB/s", lambda r: r.mb_s, []),
+        (
+            "broker",
+            "Broker (confluent-kafka over loopback): records/s (higher is better)",
+            lambda r: r.value if r.unit != "us" else None,
+            ["S1", "C1"],
+        ),
     ]
     heights = []
     for group, _, _, extra in panels:
@@ -118,7 +180,7 @@ def chart(rep: Report, path: Path, title: str) -> None:
     for ax, (group, label, val, extra) in zip(axes, panels, strict=True):
         rows = [r for r in rep.results.values() if r.group == group and val(r)]
         rows += [rep.results[i] for i in extra if i in rep.results]
-        names = [f"{r.id} {r.case}" if r.group == group else f"{r.id} (machine) {r.case}" for r in rows]
+        names = [f"{r.id} {r.case}" if r.group == group else f"{r.id} ({r.group}) {r.case}" for r in rows]
         values = [val(r) if r.group == group or group == "lookup" else r.value for r in rows]
         ys = list(range(len(rows)))[::-1]
         ax.barh(ys, values, color=[colors[r.impl] for r in rows])
@@ -139,6 +201,14 @@ def chart(rep: Report, path: Path, title: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def librdkafka() -> str:
+    try:
+        import confluent_kafka
+    except ImportError:
+        return "?"
+    return str(confluent_kafka.libversion()[0])
 
 
 #: What seglog is measured through.
@@ -186,6 +256,13 @@ def markdown(report: Report, run: Run) -> str:
         "- ratios: >1 means seglog is better (throughput ratio; baseline/seglog latency for lookups); "
         "MB/s = bytes stored (log or database files) / time\n"
     )
+    if any(r.group == "broker" for r in report.results.values()):
+        header += (
+            f"- broker rows: confluent-kafka {version('confluent-kafka')} (librdkafka {librdkafka()}) "
+            "against `seglog serve` in another process; MB/s = record bytes the broker counted in or out "
+            "/ time; vs embedded = records/s over the embedded row's; vs loopback = MB/s over "
+            "the faster loopback pump's (BL1, BL2)\n"
+        )
     text = header + "\n" + tables(report)
     extra = notes(report)
     if extra:
@@ -204,6 +281,8 @@ def meta(run: Run) -> dict[str, object]:
         "api": API,
         "seglog_version": seglog.__version__,
         "kafka_python_version": version("kafka-python"),
+        "confluent_kafka_version": version("confluent-kafka"),
+        "librdkafka_version": librdkafka(),
         "crc32c": crc_impl(),
         "sqlite_version": sqlite3.sqlite_version,
         "python": platform.python_version(),

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""seglog's benchmark suite: produce, consume and random lookups, against baselines
-doing the same work in the same run, and against the machine's own limits.
+"""seglog's benchmark suite: produce, consume, random lookups and the broker, against
+baselines doing the same work in the same run, and against the machine's own limits.
 
-    .venv/bin/python benches/run.py            # 1,000,000 records (about 5 minutes)
+    .venv/bin/python benches/run.py            # 1,000,000 records (about 6 minutes, 2 of
+                                               # them the broker rows)
     .venv/bin/python benches/run.py --quick    # 100,000 records
 
 Records have 8-byte keys and 100-byte values. Every case runs on a fresh directory
@@ -10,7 +11,11 @@ under a temporary directory on the local disk (never tmpfs), is warmed up once, 
 timed ``--repeat`` times with ``time.perf_counter_ns`` and reported as the median.
 
 seglog is measured through ``seglog.Producer`` / ``seglog.Consumer``, and
-``Store.read`` for lookups.
+``Store.read`` for lookups; the broker rows through confluent-kafka against
+``seglog serve`` in another process (``cases/broker.py`` says how).
+
+    .venv/bin/python benches/run.py --only broker --quick   # the broker rows alone
+    .venv/bin/python benches/run.py --no-broker             # everything else
 
 Baselines, doing the same work:
   kafka-python  the same Kafka format in pure Python: ``DefaultRecordBatchBuilder``
@@ -25,6 +30,9 @@ Baselines, doing the same work:
                 synchronous=FULL for acks=all; one commit per batch-equivalent
                 (the number of records in a 16 KiB batch) for per-record inserts,
                 ``executemany`` of 10,000 records per transaction for bulk.
+  broker rows   the embedded seglog Producer/Consumer rows (S1, S3, C1), and the
+                loopback limit: the same bytes pumped between two processes over
+                127.0.0.1 with no per-record work.
 
 Output: markdown tables on stdout, ``benches/results/latest.json`` and
 ``docs/bench.png``.
@@ -40,6 +48,7 @@ import sys
 import time
 from pathlib import Path
 
+from cases.broker import broker_group
 from cases.consume import consume_group
 from cases.lookup import lookup_group
 from cases.machine import machine_group
@@ -48,6 +57,8 @@ from cases.stores import log_bytes
 from environment import bench_root, cpu_busy, cpu_ticks, fs_type, other_cpu, prefault
 from harness import Bench, Data, Report, rmtree, seglog
 from report import API, CHART_PNG, RESULTS_JSON, Run, write
+
+GROUPS = ("produce", "consume", "lookup", "machine", "broker")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,10 +76,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", help="where to put the temporary stores (a local disk; default: the temp dir)")
     ap.add_argument("--json", type=Path, default=RESULTS_JSON)
     ap.add_argument("--png", type=Path, default=CHART_PNG)
-    ap.add_argument("--only", default="produce,consume,lookup,machine", help="groups to run")
+    groups_help = f"groups to run, comma-separated (default: {','.join(GROUPS)})"
+    ap.add_argument("--only", default=",".join(GROUPS), help=groups_help)
+    ap.add_argument("--no-broker", action="store_true", help="skip the broker group")
     args = ap.parse_args(argv)
     n = 100_000 if args.quick else args.records
     groups = set(args.only.split(","))
+    if unknown := groups - set(GROUPS):
+        ap.error(f"--only: unknown groups {sorted(unknown)}; expected some of {','.join(GROUPS)}")
+    if args.no_broker:
+        groups.discard("broker")
 
     started = time.monotonic()
     load_before = cpu_busy()
@@ -91,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
             lookup_group(b)
         if "machine" in groups:
             machine_group(b, log_bytes(b))
+        if "broker" in groups:
+            broker_group(b)
     finally:
         rmtree(root)
     report.compare()

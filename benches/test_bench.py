@@ -6,6 +6,9 @@ Each group has seglog and the same work done by kafka-python (its RecordBatch v2
 builder/parser on a plain file) and by sqlite3 (WAL mode), so pytest-benchmark's
 tables compare them. seglog goes through ``Producer``/``Consumer``, and ``Store.read``
 for lookups.
+
+``test_broker_rows_smoke`` runs ``make bench``'s broker group (cases/broker.py) on
+2,000 records, once, so that code cannot rot between full runs.
 """
 
 from __future__ import annotations
@@ -32,6 +35,10 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
     from kafka.record.memory_records import MemoryRecords
+
+    # run.py's modules (benches/ is on sys.path, as for run.py itself).
+    from harness import Bench, Data, Report
+    from report import tables
 
 N = 10_000
 TOPIC = "bench"
@@ -250,3 +257,36 @@ def test_lookup_sqlite(benchmark: Any, db: sqlite3.Connection) -> None:
         return db.execute('SELECT key, value FROM log WHERE "offset" = ?', (nxt() + 1,)).fetchone()[0]  # type: ignore[no-any-return]
 
     assert len(benchmark(lookup)) == 8
+
+
+# ------------------------------------------------------ the bench code itself
+
+
+@pytest.mark.benchmark(group="bench code smoke")
+def test_broker_rows_smoke(benchmark: Any, tmp_path: Path) -> None:
+    """The broker group end to end on 2,000 records, one run per case: brokers in
+    their own processes, confluent-kafka clients, the latency and loopback peers."""
+    pytest.importorskip("confluent_kafka")
+    from cases.broker import broker_group
+
+    report = Report()
+    b = Bench(tmp_path, 1, Data(2000), report)
+    # pedantic, one round: it runs under --benchmark-only too, which skips plain tests.
+    benchmark.pedantic(broker_group, args=(b,), rounds=1, iterations=1)
+    report.compare()
+    rs = report.results
+    assert {"S1", "S3", "C1", "BL1", "BL2", "B1", "B2", "B3", "B4", "B5"} <= rs.keys()
+    for id in ("B1", "B2", "B3", "B4"):
+        assert rs[id].ratio_embedded is not None and rs[id].ratio_loopback is not None, id
+        assert rs[id].met is not None or rs[id].target is None, id
+    # Which path carried Fetch's bytes, by the broker's own counters.
+    b3, b4 = rs["B3"].counters, rs["B4"].counters
+    assert b3 is not None and b4 is not None
+    assert b3["fetch_sendfile_bytes"] > 0 and b3["fetch_copied_bytes"] == 0
+    assert b4["fetch_copied_bytes"] > 0 and b4["fetch_sendfile_bytes"] == 0
+    b1 = rs["B1"].counters
+    assert b1 is not None and b1["bytes_in"] == rs["B1"].stored_bytes and b1["messages_in"] == 2000
+    assert b1["broker_cpu_pct"] >= 0 and b1["client_cpu_pct"] > 0
+    assert rs["B5"].p99_us is not None and rs["B5"].met is not None
+    assert "| B5 end-to-end latency at 50,000 records/s" in tables(report)
+    assert list(tmp_path.iterdir()) == []  # every case's directory removed

@@ -16,6 +16,11 @@ from .stores import SegCtx, seg_finish, seg_setup
 # A seglog produce case: (prepare(n) -> inputs or None, body(ctx, n)).
 SegCase = tuple[Callable[[int], Any] | None, Callable[[SegCtx, int], None]]
 
+# The rows the broker's produce rows are compared with (run by the broker group
+# itself when the produce group is not run).
+S1_CASE = "seglog Producer.send(), acks=1, 1 record/call"
+S3_CASE = 'seglog Producer.send(), acks="all", 1 thread'
+
 
 def producer_send(d: Data, acks: int | str, threads: int) -> SegCase:
     """Producer.send() one record per call from ``threads`` threads sharing one
@@ -64,14 +69,19 @@ def producer_send_batch(d: Data, arrow: bool) -> SegCase:
     return prepare, body
 
 
+def seg_timed(b: Bench, result: Result, case: SegCase) -> None:
+    """A seglog produce case, timed on a fresh store per run."""
+    prepare, body = case
+    b.timed(result, lambda m: seg_setup(b, prepare(m) if prepare else None), body, seg_finish)
+
+
 def produce_group(b: Bench) -> None:
     d, n = b.data, b.data.n
     per = d.per_batch
     print(f"produce ({n:,} records)", file=sys.stderr)
 
     def seg(result: Result, case: SegCase) -> None:
-        prepare, body = case
-        b.timed(result, lambda m: seg_setup(b, prepare(m) if prepare else None), body, seg_finish)
+        seg_timed(b, result, case)
 
     def res(id: str, impl: str, case: str, vs_kp: str, vs_sq: str, target: Target | None = None) -> Result:
         return Result(id, "produce", impl, case, "records/s", n, vs_kp=vs_kp, vs_sqlite=vs_sq, target=target)
@@ -81,7 +91,7 @@ def produce_group(b: Bench) -> None:
     all_t = Target("ratio_of", 0.30, "S4")  # acks=all vs acks=1, both from THREADS threads
     impl = "seglog"
     seg(
-        res("S1", impl, "seglog Producer.send(), acks=1, 1 record/call", "K1", "Q1", send_t),
+        res("S1", impl, S1_CASE, "K1", "Q1", send_t),
         producer_send(d, 1, 1),
     )
     seg(
@@ -110,7 +120,7 @@ def produce_group(b: Bench) -> None:
     except ImportError:
         print("  (pyarrow not installed: no send_batch with arrays)", file=sys.stderr)
     seg(
-        res("S3", impl, 'seglog Producer.send(), acks="all", 1 thread', "K2", "Q3"),
+        res("S3", impl, S3_CASE, "K2", "Q3"),
         producer_send(d, "all", 1),
     )
     seg(
