@@ -3,6 +3,7 @@
 //! a client that does not read its responses stops being read from rather
 //! than making the broker buffer without bound.
 
+use std::io::ErrorKind;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -51,6 +52,10 @@ pub async fn serve_connection(
             Outcome::Respond { response, .. } => {
                 if let Err(e) = write_response(&mut stream, &response, shared.config.sendfile, metrics).await
                 {
+                    if matches!(e.kind(), ErrorKind::BrokenPipe | ErrorKind::ConnectionReset) {
+                        // The client went away before its answer: a normal close.
+                        break;
+                    }
                     metrics.connection_errors.inc();
                     log("warn", "connection_error", &[("peer", &peer), ("api", &api), ("reason", &e)]);
                     break;

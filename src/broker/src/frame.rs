@@ -51,6 +51,10 @@ pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R, max: usize) -> Result<B
     while got < 4 {
         match r.read(&mut size[got..]).await {
             Ok(0) if got == 0 => return Err(FrameError::Closed),
+            // A reset between requests is a client going away, not bad input.
+            Err(e) if got == 0 && e.kind() == std::io::ErrorKind::ConnectionReset => {
+                return Err(FrameError::Closed)
+            }
             Ok(0) => return Err(FrameError::Truncated { wanted: 4, got }),
             Ok(n) => got += n,
             Err(e) => return Err(FrameError::Io(e)),

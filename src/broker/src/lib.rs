@@ -10,6 +10,14 @@
 //! `kafka-protocol` crate, except Fetch responses, whose records are file
 //! slices.
 
+//! The process allocator must reserve memory lazily (mimalloc does, and it is
+//! seglog._native's): kafka-protocol 0.18 reserves a `Vec` for an array's
+//! claimed count before reading its elements, so a 20-byte request claiming
+//! 2^31 elements asks for ~100 GiB. A lazy reservation of address space costs
+//! nothing and the decode then fails on the missing bytes; the system
+//! allocator would refuse it and abort the process. The broker's tests run
+//! under mimalloc for the same reason.
+
 mod cluster;
 pub mod config;
 mod connection;
@@ -24,3 +32,7 @@ pub use config::BrokerConfig;
 pub use handlers::SUPPORTED;
 pub use metrics::Metrics;
 pub use server::Broker;
+
+#[cfg(test)]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -28,6 +28,8 @@ pub struct Shared {
     pub metrics: Arc<Metrics>,
     /// Bumped after every append to the store: what a long-polling Fetch waits on.
     pub appended: watch::Receiver<u64>,
+    /// Set when the broker stops: long polls answer at once rather than wait.
+    pub stopping: watch::Receiver<bool>,
 }
 
 pub struct Broker {
@@ -83,7 +85,15 @@ impl Broker {
         let (appended_tx, appended) = watch::channel(0u64);
         let (stop, stop_rx) = watch::channel(false);
         let bridge = Self::bridge_appends(&store, appended_tx, stop_rx.clone())?;
-        let shared = Arc::new(Shared { store, config, advertised, cluster_id, metrics, appended });
+        let shared = Arc::new(Shared {
+            store,
+            config,
+            advertised,
+            cluster_id,
+            metrics,
+            appended,
+            stopping: stop_rx.clone(),
+        });
         let server = runtime.spawn(accept_loop(listener, shared.clone(), stop_rx));
         Ok(Broker {
             runtime: Some(runtime),

@@ -128,8 +128,14 @@ pub async fn handle(shared: &Arc<Shared>, r: FetchRequest, header: &RequestHeade
         if total >= min_bytes.max(1) || errors || now >= deadline || wanted.is_empty() {
             break (topics, total);
         }
-        // Wait for an append anywhere in the store, or the deadline.
-        if tokio::time::timeout(deadline - now, appended.changed()).await.is_err() {
+        // Wait for an append anywhere in the store, the deadline, or the
+        // broker stopping (which answers with what there is now).
+        let mut stopping = shared.stopping.clone();
+        let woken = tokio::select! {
+            r = tokio::time::timeout(deadline - now, appended.changed()) => r.is_ok(),
+            _ = stopping.wait_for(|s| *s) => false,
+        };
+        if !woken {
             let store = shared.store.clone();
             let w = wanted.clone();
             break blocking(move || read_all(&store, &w, max_bytes)).await;

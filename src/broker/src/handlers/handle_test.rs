@@ -14,13 +14,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiVersionsRequest, BrokerId, FetchRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest,
-    RequestHeader, RequestKind, TopicName,
+    AlterConfigsRequest, ApiVersionsRequest, BrokerId, CreatePartitionsRequest, CreateTopicsRequest,
+    DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, FetchRequest,
+    IncrementalAlterConfigsRequest, InitProducerIdRequest, ListOffsetsRequest, MetadataRequest,
+    OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader, RequestKind, TopicName,
 };
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
@@ -59,6 +62,7 @@ fn shared() -> (tempfile::TempDir, Arc<Shared>, watch::Sender<u64>) {
         cluster_id: "test-cluster".into(),
         metrics: Arc::new(Metrics::default()),
         appended,
+        stopping: tokio::sync::watch::channel(false).1,
     });
     (dir, shared, tx)
 }
@@ -128,11 +132,37 @@ fn request(key: ApiKey) -> RequestKind {
                 .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(topic()))]))
                 .with_allow_auto_topic_creation(true),
         ),
-        _ => RequestKind::ApiVersions(
+        ApiKey::InitProducerId => {
+            RequestKind::InitProducerId(InitProducerIdRequest::default().with_transaction_timeout_ms(60_000))
+        }
+        ApiKey::CreateTopics => RequestKind::CreateTopics(
+            CreateTopicsRequest::default().with_timeout_ms(1000).with_topics(vec![CreatableTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str("created")))
+                .with_num_partitions(2)
+                .with_replication_factor(1)]),
+        ),
+        ApiKey::DeleteTopics => RequestKind::DeleteTopics(
+            DeleteTopicsRequest::default()
+                .with_topic_names(vec![TopicName(StrBytes::from_static_str("missing"))])
+                .with_timeout_ms(1000),
+        ),
+        ApiKey::CreatePartitions => RequestKind::CreatePartitions(CreatePartitionsRequest::default()),
+        ApiKey::DescribeConfigs => RequestKind::DescribeConfigs(DescribeConfigsRequest::default()),
+        ApiKey::AlterConfigs => RequestKind::AlterConfigs(AlterConfigsRequest::default()),
+        ApiKey::IncrementalAlterConfigs => {
+            RequestKind::IncrementalAlterConfigs(IncrementalAlterConfigsRequest::default())
+        }
+        ApiKey::DeleteRecords => RequestKind::DeleteRecords(DeleteRecordsRequest::default()),
+        ApiKey::DescribeCluster => RequestKind::DescribeCluster(DescribeClusterRequest::default()),
+        ApiKey::OffsetForLeaderEpoch => {
+            RequestKind::OffsetForLeaderEpoch(OffsetForLeaderEpochRequest::default())
+        }
+        ApiKey::ApiVersions => RequestKind::ApiVersions(
             ApiVersionsRequest::default()
                 .with_client_software_name(StrBytes::from_static_str("proptest"))
                 .with_client_software_version(StrBytes::from_static_str("1")),
         ),
+        other => panic!("no seed request for {other:?}: add one here, so the API is fuzzed"),
     }
 }
 

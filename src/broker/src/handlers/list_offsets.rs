@@ -17,7 +17,10 @@ pub const VERSIONS: (i16, i16) = (1, 5);
 
 const LATEST: i64 = -1;
 
-pub async fn handle(shared: &Arc<Shared>, r: ListOffsetsRequest, _version: i16) -> Reply {
+pub async fn handle(shared: &Arc<Shared>, r: ListOffsetsRequest, version: i16) -> Reply {
+    // The leader epoch is a field from v4 on: the protocol crate refuses to
+    // encode a value other than -1 in older versions.
+    let epoch = if version >= 4 { LEADER_EPOCH } else { -1 };
     let store = shared.store.clone();
     let topics = blocking(move || {
         r.topics
@@ -42,7 +45,7 @@ pub async fn handle(shared: &Arc<Shared>, r: ListOffsetsRequest, _version: i16) 
                         });
                         match found {
                             Ok(Some((offset, ts))) => {
-                                resp.with_offset(offset).with_timestamp(ts).with_leader_epoch(LEADER_EPOCH)
+                                resp.with_offset(offset).with_timestamp(ts).with_leader_epoch(epoch)
                             }
                             Ok(None) => resp,
                             Err(seglog_core::Error::InvalidArgument(_)) => {

@@ -12,7 +12,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use seglog_core::log::AppendOrigin;
 
-use super::{error_code, Reply};
+use super::{blocking, error_code, Reply};
 use crate::server::Shared;
 
 pub const VERSIONS: (i16, i16) = (3, 8);
@@ -34,6 +34,9 @@ fn refusal(r: &ProduceRequest) -> Option<(i16, &'static str)> {
 pub async fn handle(shared: &Arc<Shared>, r: ProduceRequest, _version: i16) -> Reply {
     let acks = r.acks;
     let refused = refusal(&r);
+    // One partition (the common case): append on this thread. Several: in
+    // parallel, so one partition's fsync does not hold up the others.
+    let parallel = r.topic_data.iter().map(|t| t.partition_data.len()).sum::<usize>() > 1;
     let mut pending = Vec::new();
     for topic in r.topic_data {
         let name = topic.name.0.to_string();
@@ -47,7 +50,7 @@ pub async fn handle(shared: &Arc<Shared>, r: ProduceRequest, _version: i16) -> R
             let store = shared.store.clone();
             let name = name.clone();
             let metrics = shared.metrics.clone();
-            let task = tokio::task::spawn_blocking(move || {
+            let append = move || {
                 let records = p.records.unwrap_or_default();
                 let bytes = records.len() as u64;
                 let log = store.partition(&name, index)?;
@@ -55,7 +58,14 @@ pub async fn handle(shared: &Arc<Shared>, r: ProduceRequest, _version: i16) -> R
                 metrics.bytes_in.inc_by(bytes);
                 metrics.messages_in.inc_by(info.records.max(0) as u64);
                 Ok::<_, seglog_core::Error>((info, log.log_start_offset()))
-            });
+            };
+            let task = if parallel {
+                tokio::task::spawn_blocking(append)
+            } else {
+                // Already done by the time it is awaited.
+                let result = blocking(append).await;
+                tokio::spawn(async move { result })
+            };
             parts.push((index, Some(task)));
         }
         pending.push((name, parts));
