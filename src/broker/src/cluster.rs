@@ -62,3 +62,22 @@ pub fn load_or_create(dir: &Path, node_id: i32, read_only: bool) -> Result<Strin
         Err(e) => Err(Error::at(&path)(e)),
     }
 }
+
+/// Where a serving broker says so in its store, for other processes: a reader
+/// of the store that wants group membership is told to go through it.
+pub const BROKER_FILE: &str = ".broker.json";
+
+/// Writes `.broker.json` ({"node_id", "listener", "pid"}) atomically.
+pub fn announce(dir: &Path, node_id: i32, listener: &str) -> Result<()> {
+    let text = serde_json::json!({ "node_id": node_id, "listener": listener, "pid": std::process::id() });
+    let path = dir.join(BROKER_FILE);
+    let tmp = dir.join(format!("{BROKER_FILE}.tmp"));
+    fs::write(&tmp, text.to_string()).map_err(Error::at(&tmp))?;
+    fs::rename(&tmp, &path).map_err(Error::at(&path))
+}
+
+/// Removes `.broker.json` when the broker stops (a crash leaves it; readers
+/// check that its pid still holds the store's lock).
+pub fn withdraw(dir: &Path) {
+    let _ = fs::remove_file(dir.join(BROKER_FILE));
+}

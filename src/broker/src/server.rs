@@ -94,6 +94,8 @@ impl Broker {
             appended,
             stopping: stop_rx.clone(),
         });
+        let (host, port) = &shared.advertised;
+        crate::cluster::announce(shared.store.path(), shared.config.node_id, &format!("{host}:{port}"))?;
         let server = runtime.spawn(accept_loop(listener, shared.clone(), stop_rx));
         Ok(Broker {
             runtime: Some(runtime),
@@ -159,6 +161,7 @@ impl Broker {
         }
         if let Some(bridge) = self.bridge.take() {
             let _ = bridge.join();
+            crate::cluster::withdraw(self.shared.store.path());
         }
     }
 }
