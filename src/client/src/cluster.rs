@@ -316,7 +316,7 @@ impl Cluster {
         let mut nodes: Vec<i32> = self.metadata.lock().brokers.keys().copied().collect();
         // A node with an idle connection first: no connect needed.
         let idle = self.idle.lock();
-        nodes.sort_by_key(|n| !idle.get(n).is_some_and(|p| !p.is_empty()));
+        nodes.sort_by_key(|n| idle.get(n).is_none_or(Vec::is_empty));
         drop(idle);
         nodes.extend((0..self.bootstrap.len() as i32).map(|i| -1 - i));
         let mut last = None;

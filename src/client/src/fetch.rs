@@ -236,13 +236,22 @@ fn fetch_from(
             .collect());
     }
     let mut steps = Vec::with_capacity(group.len());
+    // Answers in request order; a partition asked twice (at two offsets) is
+    // answered twice, so each answer is taken once.
+    let mut taken = vec![false; answer.responses.iter().map(|t| t.partitions.len()).sum()];
     for w in group {
         let found = answer
             .responses
             .iter()
-            .filter(|t| t.topic.0.as_str() == w.topic)
-            .flat_map(|t| &t.partitions)
-            .find(|p| p.partition_index == w.partition);
+            .flat_map(|t| t.partitions.iter().map(move |p| (t, p)))
+            .enumerate()
+            .find(|(i, (t, p))| {
+                !taken[*i] && t.topic.0.as_str() == w.topic && p.partition_index == w.partition
+            })
+            .map(|(i, (_, p))| {
+                taken[i] = true;
+                p
+            });
         let Some(p) = found else {
             steps.push(Step::Done(Err(errors::protocol(
                 &format!("node {node}"),

@@ -67,12 +67,15 @@ struct Sequence {
     next: i32,
 }
 
+/// Each partition's sequence, locked for the whole of a send to it.
+type Sequences = HashMap<(String, i32), Arc<Mutex<Sequence>>>;
+
 pub struct IdempotentProducer {
     cluster: Arc<Cluster>,
     config: ProducerConfig,
     identity: Mutex<Option<Identity>>,
     generations: std::sync::atomic::AtomicU64,
-    sequences: Mutex<HashMap<(String, i32), Arc<Mutex<Sequence>>>>,
+    sequences: Mutex<Sequences>,
 }
 
 /// Kafka's `DefaultRecordBatch.incrementSequence`: sequences wrap to 0 after i32::MAX.
