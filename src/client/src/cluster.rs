@@ -310,6 +310,11 @@ impl Cluster {
         self.idle.lock().remove(&node);
     }
 
+    /// Drops every idle connection (they reconnect on the next request).
+    pub fn close(&self) {
+        self.idle.lock().clear();
+    }
+
     /// Sends `request` to any broker that answers: the known brokers, then
     /// the bootstrap servers. The last failure if none does.
     pub fn send_any<R: Request>(&self, request: &R) -> Result<R::Response> {

@@ -78,6 +78,14 @@ pub struct IdempotentProducer {
     sequences: Mutex<Sequences>,
 }
 
+/// Now, in milliseconds since the epoch: the timestamp Kafka's producer gives
+/// a record that has none.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
 /// Kafka's `DefaultRecordBatch.incrementSequence`: sequences wrap to 0 after i32::MAX.
 pub fn increment_sequence(sequence: i32, by: i32) -> i32 {
     if sequence > i32::MAX - by {
@@ -176,6 +184,17 @@ impl IdempotentProducer {
     /// next is sent. A failure after some batches were stored leaves those
     /// stored (and says which offsets in the error's absence: none).
     pub fn send(&self, topic: &str, partition: i32, records: &[NewRecord<'_>]) -> Result<ProduceResult> {
+        self.send_with(topic, partition, records, self.config.compression)
+    }
+
+    /// As `send`, with `compression` instead of the configured codec.
+    pub fn send_with(
+        &self,
+        topic: &str,
+        partition: i32,
+        records: &[NewRecord<'_>],
+        compression: Compression,
+    ) -> Result<ProduceResult> {
         if records.is_empty() {
             return Err(Error::InvalidArgument("a send needs at least one record".into()));
         }
@@ -198,14 +217,13 @@ impl IdempotentProducer {
                 *sequence = Sequence { generation: id.generation, next: 0 };
             }
             let count = chunk.len() as i32;
-            let mut builder =
-                BatchBuilder::with_capacity(self.config.compression, size + 128).producer(ProducerInfo {
-                    producer_id: id.producer_id,
-                    producer_epoch: id.epoch,
-                    base_sequence: sequence.next,
-                    transactional: false,
-                    control: false,
-                });
+            let mut builder = BatchBuilder::with_capacity(compression, size + 128).producer(ProducerInfo {
+                producer_id: id.producer_id,
+                producer_epoch: id.epoch,
+                base_sequence: sequence.next,
+                transactional: false,
+                control: false,
+            });
             for r in chunk {
                 builder.append(r);
             }
