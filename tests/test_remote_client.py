@@ -30,7 +30,9 @@ def test_metadata_names_the_broker_and_the_topics(broker: seglog.Broker, client:
     broker.store.create_topic("events", partitions=2)
     m = client.metadata()
     assert m["cluster_id"] == broker.cluster_id
-    assert m["brokers"] == [{"node_id": broker.node_id, "host": broker.host, "port": broker.port, "rack": None}]
+    assert m["brokers"] == [
+        {"node_id": broker.node_id, "host": broker.host, "port": broker.port, "rack": None}
+    ]
     parts = m["topics"]["events"]["partitions"]
     assert [(p["partition"], p["leader"], p["error_code"]) for p in parts] == [(0, 0, 0), (1, 0, 0)]
     # Asking for a missing topic reports it and does not create it.
@@ -59,7 +61,9 @@ def test_fetch_arrow_equals_the_stores_read_arrow(broker: seglog.Broker, client:
 
     broker.store.create_topic("cols")
     for i in range(3):
-        client.produce("cols", 0, [(b"k%d" % j, b"v%d" % j, [("n", b"%d" % j)], 10 * j) for j in range(i * 4, i * 4 + 4)])
+        client.produce(
+            "cols", 0, [(b"k%d" % j, b"v%d" % j, [("n", b"%d" % j)], 10 * j) for j in range(i * 4, i * 4 + 4)]
+        )
     cols, next_offset = client.fetch_arrow("cols", 0, 2, max_records=7)
     remote = columns_to_batch(cols)
     local, nexts = broker.store.read_arrow([("cols", 0, 2)], max_records=7)
@@ -79,7 +83,7 @@ def test_list_offsets(broker: seglog.Broker, client: RemoteClient) -> None:
 
 def test_kafka_errors_are_seglogs_exceptions(broker: seglog.Broker, client: RemoteClient) -> None:
     broker.store.create_topic("small", config={"max.message.bytes": 1000})
-    with pytest.raises(seglog.RecordTooLargeError, match="max.message.bytes = 1000"):
+    with pytest.raises(seglog.RecordTooLargeError, match=r"max\.message\.bytes = 1000"):
         client.produce("small", 0, [b"x" * 5000])
     with pytest.raises(seglog.UnknownTopicOrPartitionError):
         client.fetch("absent", 0, 0)
@@ -118,7 +122,7 @@ def test_a_huge_response_frame_is_refused() -> None:
     t.start()
     try:
         with pytest.raises(OSError, match="frame size 2147483647"):
-            RemoteClient("127.0.0.1:%d" % listener.getsockname()[1], timeout_ms=2000)
+            RemoteClient(f"127.0.0.1:{listener.getsockname()[1]}", timeout_ms=2000)
     finally:
         listener.close()
 
@@ -127,7 +131,9 @@ def test_calls_release_the_gil(broker: seglog.Broker, client: RemoteClient) -> N
     broker.store.create_topic("wait")
     got: list[int] = []
     # A long-polling fetch in one thread must not stop a produce in another.
-    t = threading.Thread(target=lambda: got.extend(r.offset for r in client.fetch("wait", 0, 0, max_wait_ms=5000)))
+    t = threading.Thread(
+        target=lambda: got.extend(r.offset for r in client.fetch("wait", 0, 0, max_wait_ms=5000))
+    )
     t.start()
     client.produce("wait", 0, [b"wake"])
     t.join(10)

@@ -38,15 +38,23 @@ pub fn list_offsets(cluster: &Cluster, wanted: &[(String, i32, i64)]) -> Vec<Res
             }
             let request = ListOffsetsRequest::default().with_replica_id((-1).into()).with_topics(topics);
             let answer = cluster.send(node, &request)?;
+            // A partition asked twice (for two times) is answered twice: each answer is taken once.
+            let mut taken = vec![false; answer.topics.iter().map(|t| t.partitions.len()).sum()];
             Ok(group
                 .iter()
                 .map(|(topic, partition, _)| {
                     let found = answer
                         .topics
                         .iter()
-                        .filter(|t| t.name.0.as_str() == topic)
-                        .flat_map(|t| &t.partitions)
-                        .find(|p| p.partition_index == *partition);
+                        .flat_map(|t| t.partitions.iter().map(move |p| (t, p)))
+                        .enumerate()
+                        .find(|(i, (t, p))| {
+                            !taken[*i] && t.name.0.as_str() == topic && p.partition_index == *partition
+                        })
+                        .map(|(i, (_, p))| {
+                            taken[i] = true;
+                            p
+                        });
                     let Some(p) = found else {
                         return Step::Done(Err(errors::protocol(
                             &format!("node {node}"),

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use seglog_broker::{Broker, BrokerConfig};
 use seglog_client::{
-    fetch, fetch_columns, fetch_one, list_offset, ClientConfig, Cluster, FetchOptions, FetchPartition,
-    IdempotentProducer, ProducerConfig, EARLIEST, LATEST,
+    fetch, fetch_columns, fetch_one, list_offset, list_offsets, ClientConfig, Cluster, FetchOptions,
+    FetchPartition, IdempotentProducer, ProducerConfig, EARLIEST, LATEST,
 };
 use seglog_core::client::fetch::read_columns;
 use seglog_core::error::Error;
@@ -218,6 +218,10 @@ fn list_offsets_gives_earliest_latest_and_the_first_offset_at_a_time() {
     assert_eq!(list_offset(&c, "times", 0, LATEST).expect("latest"), Some((4, -1)));
     assert_eq!(list_offset(&c, "times", 0, 2_500).expect("for time"), Some((2, 3_005)));
     assert_eq!(list_offset(&c, "times", 0, 9_999).expect("after the last"), None);
+    // One request for several times of one partition: each gets its own answer.
+    let both = list_offsets(&c, &[("times".into(), 0, LATEST), ("times".into(), 0, EARLIEST)]);
+    let both: Vec<_> = both.into_iter().map(|r| r.expect("listed")).collect();
+    assert_eq!(both, vec![Some((4, -1)), Some((0, -1))]);
     s.store.delete_records("times", 0, 2).expect("delete records");
     assert_eq!(list_offset(&c, "times", 0, EARLIEST).expect("earliest"), Some((2, -1)));
     assert!(matches!(list_offset(&c, "nope", 0, LATEST), Err(Error::UnknownTopic(_))));
