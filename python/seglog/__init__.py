@@ -31,6 +31,7 @@ from .errors import (
     InvalidRecordError,
     InvalidTimestampError,
     InvalidTopicError,
+    KafkaError,
     NoOffsetForPartitionError,
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
@@ -88,4 +89,5 @@ __all__ = [
     "RecordBatchTooLargeError",
     "OutOfOrderSequenceError",
     "InvalidProducerEpochError",
+    "KafkaError",
 ]

@@ -18,6 +18,7 @@ __all__ = [
     "LogWalk",
     "Producer",
     "RecordMetadata",
+    "RemoteClient",
     "SegmentScan",
     "Store",
     "__version__",
@@ -179,6 +180,56 @@ class Broker:
     def stats(self) -> dict[str, int]: ...
     def metrics_text(self) -> str: ...
     def close(self, timeout: float = 10.0) -> None: ...
+
+@final
+class RemoteClient:
+    """A blocking Kafka protocol client to a broker (seglog's or Kafka's): metadata,
+    fetch, list offsets and an idempotent producer."""
+
+    def __new__(
+        cls, bootstrap_servers: str, client_id: str = "seglog", timeout_ms: int = 30000
+    ) -> RemoteClient: ...
+    def metadata(self, topics: list[str] | None = None) -> dict[str, Any]:
+        """The cluster as a Metadata request describes it: cluster_id, controller_id,
+        brokers (list of dicts) and topics (name -> dict with error_code, is_internal and
+        partitions). Every topic for None; asking does not create topics."""
+    def list_offsets(self, topic: str, partition: int, timestamp: int) -> int | None:
+        """The offset for `timestamp`: -2 the log start, -1 the high watermark, else the
+        first offset whose timestamp is at or after it (None if none is)."""
+    def fetch(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_bytes: int = 1048576,
+        max_wait_ms: int = 500,
+        max_records: int | None = None,
+    ) -> list[ConsumerRecord]:
+        """Records at or after `offset` from one Fetch (whole batches of at most about
+        `max_bytes`; the broker waits up to `max_wait_ms` for data)."""
+    def fetch_arrow(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_records: int,
+        max_bytes: int = 1048576,
+        max_wait_ms: int = 500,
+    ) -> tuple[dict[str, Any], int | None]:
+        """Records at or after `offset` as Arrow column buffers (the dict
+        `Store.read_columns` gives), at most `max_records`, fetching until then or the high
+        watermark; and the offset to read next (None if nothing was read)."""
+    def produce(
+        self,
+        topic: str,
+        partition: int,
+        records: Iterable[Any],
+        compression: str = "none",
+    ) -> int:
+        """Appends `records` (as `Store.append` takes them; a record without a timestamp
+        gets now) idempotently with acks=all; the first one's offset."""
+    def close(self) -> None:
+        """Drops the idle connections (the next call reconnects)."""
 
 def murmur2(data: bytes) -> int:
     """Kafka's murmur2 hash of `data`, as a signed 32-bit int."""

@@ -31,6 +31,7 @@ __all__ = [
     "CorruptFileError",
     "OutOfOrderSequenceError",
     "InvalidProducerEpochError",
+    "KafkaError",
 ]
 
 
@@ -125,3 +126,12 @@ class OutOfOrderSequenceError(SeglogError):
 class InvalidProducerEpochError(SeglogError):
     """A batch from an older epoch of a producer id than the log has seen: the producer was
     fenced by a newer instance (Kafka's INVALID_PRODUCER_EPOCH)."""
+
+
+class KafkaError(SeglogError):
+    """A broker answered a network client with a Kafka error code that no other class
+    stands for (``NOT_COORDINATOR``, ``REBALANCE_IN_PROGRESS``, a retriable error that
+    outlasted its retries, ...). ``code`` is Kafka's error code; a code that does have a
+    class (``OUT_OF_ORDER_SEQUENCE_NUMBER``, ...) raises that class, with ``code`` set too."""
+
+    code: int | None = None

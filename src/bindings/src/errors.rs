@@ -28,6 +28,7 @@ pyo3::import_exception!(seglog.errors, RecordBatchTooLargeError);
 pyo3::import_exception!(seglog.errors, CorruptFileError);
 pyo3::import_exception!(seglog.errors, OutOfOrderSequenceError);
 pyo3::import_exception!(seglog.errors, InvalidProducerEpochError);
+pyo3::import_exception!(seglog.errors, KafkaError);
 
 /// A Python exception on its way out of a binding: from the core's `Error`
 /// (mapped below) or already a `PyErr`. Binding methods return `PyResult`
@@ -92,6 +93,20 @@ pub fn to_py(e: Error) -> PyErr {
             Error::RecordBatchTooLarge(_) => RecordBatchTooLargeError::new_err(msg),
             Error::OutOfOrderSequence { .. } => OutOfOrderSequenceError::new_err(msg),
             Error::InvalidProducerEpoch { .. } => InvalidProducerEpochError::new_err(msg),
+            Error::Kafka { code, .. } => {
+                // A code the core has a variant for came back as one; these are
+                // the codes it has an exception for but no fields to fill.
+                let e = match code {
+                    45 => OutOfOrderSequenceError::new_err(msg),
+                    47 => InvalidProducerEpochError::new_err(msg),
+                    10 => RecordTooLargeError::new_err(msg),
+                    _ => KafkaError::new_err(msg),
+                };
+                Python::attach(|py| {
+                    let _ = e.value(py).setattr("code", code);
+                });
+                e
+            }
             Error::CorruptFile { path, .. } => {
                 let e = CorruptFileError::new_err(msg);
                 Python::attach(|py| {

@@ -7,6 +7,7 @@ mod errors;
 mod inspect;
 mod producer;
 mod records;
+mod remote;
 mod store;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -67,6 +68,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     });
     m.add_class::<store::Store>()?;
     m.add_class::<broker::Broker>()?;
+    m.add_class::<remote::RemoteClient>()?;
     m.add("BROKER_KEYS", seglog_broker::config::BROKER_KEYS.to_vec())?;
     m.add_class::<records::ConsumerRecord>()?;
     m.add_class::<producer::Producer>()?;

@@ -365,39 +365,7 @@ impl Store {
     ) -> PyResult<(Bound<'py, PyDict>, Vec<Option<i64>>)> {
         let core = self.core()?;
         let (cols, nexts) = py.detach(|| read_columns(core, &requests, max_records, max_bytes))?;
-        // The column vectors move into ByteBuffers that pyarrow wraps in place.
-        let d = PyDict::new(py);
-        let buf = |v: Vec<u8>| Ok::<_, PyErr>(Bound::new(py, ByteBuffer(v))?.into_any());
-        let bin = |c: BinaryColumn| -> pyo3::PyResult<Bound<'py, PyTuple>> {
-            let nulls = c.nulls.into_pyobject(py)?.into_any();
-            PyTuple::new(py, [buf(c.validity)?, buf(c.offsets)?, buf(c.data)?, nulls])
-        };
-        let Columns {
-            key,
-            value,
-            topic,
-            partition,
-            offset,
-            timestamp,
-            timestamp_type,
-            header_offsets,
-            header_key,
-            header_value,
-            rows,
-            ..
-        } = cols;
-        d.set_item("rows", rows)?;
-        d.set_item("key", bin(key)?)?;
-        d.set_item("value", bin(value)?)?;
-        d.set_item("topic", bin(topic)?)?;
-        d.set_item("partition", buf(partition)?)?;
-        d.set_item("offset", buf(offset)?)?;
-        d.set_item("timestamp", buf(timestamp)?)?;
-        d.set_item("timestampType", buf(timestamp_type)?)?;
-        d.set_item("header_offsets", buf(header_offsets)?)?;
-        d.set_item("header_key", bin(header_key)?)?;
-        d.set_item("header_value", bin(header_value)?)?;
-        Ok((d, nexts))
+        Ok((columns_to_py(py, cols)?, nexts))
     }
 
     /// The committed (offset, metadata) per (topic, partition) of `group`, and
@@ -468,4 +436,41 @@ impl Store {
         let core = &self.inner;
         Ok(py.detach(|| core.close())?)
     }
+}
+
+/// The columns as the dict `seglog._arrow.columns_to_batch` reads: the column
+/// vectors move into ByteBuffers that pyarrow wraps in place.
+pub(crate) fn columns_to_py<'py>(py: Python<'py>, cols: Columns) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    let buf = |v: Vec<u8>| Ok::<_, PyErr>(Bound::new(py, ByteBuffer(v))?.into_any());
+    let bin = |c: BinaryColumn| -> pyo3::PyResult<Bound<'py, PyTuple>> {
+        let nulls = c.nulls.into_pyobject(py)?.into_any();
+        PyTuple::new(py, [buf(c.validity)?, buf(c.offsets)?, buf(c.data)?, nulls])
+    };
+    let Columns {
+        key,
+        value,
+        topic,
+        partition,
+        offset,
+        timestamp,
+        timestamp_type,
+        header_offsets,
+        header_key,
+        header_value,
+        rows,
+        ..
+    } = cols;
+    d.set_item("rows", rows)?;
+    d.set_item("key", bin(key)?)?;
+    d.set_item("value", bin(value)?)?;
+    d.set_item("topic", bin(topic)?)?;
+    d.set_item("partition", buf(partition)?)?;
+    d.set_item("offset", buf(offset)?)?;
+    d.set_item("timestamp", buf(timestamp)?)?;
+    d.set_item("timestampType", buf(timestamp_type)?)?;
+    d.set_item("header_offsets", buf(header_offsets)?)?;
+    d.set_item("header_key", bin(header_key)?)?;
+    d.set_item("header_value", bin(header_value)?)?;
+    Ok(d)
 }

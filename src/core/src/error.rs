@@ -87,6 +87,12 @@ pub enum Error {
         if *new_epoch { " (a new epoch starts at sequence 0)" } else { " (one past the last sequence written)" }
     )]
     OutOfOrderSequence { producer_id: i64, epoch: i16, sequence: i32, expected: i32, new_epoch: bool },
+    /// An error code a Kafka broker answered with that no other variant stands
+    /// for (a network client's view: NOT_COORDINATOR, REBALANCE_IN_PROGRESS,
+    /// a retriable error that outlasted its retries, ...). `message` names the
+    /// code, what was asked and the broker's own message.
+    #[error("{message} (Kafka error code {code})")]
+    Kafka { code: i16, message: String },
 }
 
 impl Error {
@@ -109,6 +115,7 @@ impl Error {
             Error::InvalidRecord(_) => INVALID_RECORD,
             Error::InvalidProducerEpoch { .. } => INVALID_PRODUCER_EPOCH,
             Error::OutOfOrderSequence { .. } => OUT_OF_ORDER_SEQUENCE_NUMBER,
+            Error::Kafka { code, .. } => *code,
             _ => return None,
         })
     }
@@ -171,6 +178,7 @@ impl Error {
                     new_epoch: *new_epoch,
                 }
             }
+            Error::Kafka { code, message } => Error::Kafka { code: *code, message: message.clone() },
         }
     }
 

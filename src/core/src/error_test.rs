@@ -20,6 +20,7 @@ fn a_duplicate_keeps_the_variant_the_message_and_the_errno() {
         Error::ReadOnly("append"),
         Error::InvalidProducerEpoch { producer_id: 7, epoch: 1, current_epoch: 2 },
         Error::OutOfOrderSequence { producer_id: 7, epoch: 1, sequence: 9, expected: 5, new_epoch: false },
+        Error::Kafka { code: 16, message: "NOT_COORDINATOR from broker 1".into() },
     ];
     for e in errors {
         let d = e.duplicate();
