@@ -8,11 +8,12 @@
 //! slices sent with sendfile), `metrics` (Prometheus), `cluster`
 //! (`meta.properties`). Requests and responses are coded by the
 //! `kafka-protocol` crate, except Fetch responses, whose records are file
-//! slices.
+//! slices. `coordinator/` is Kafka's classic group coordinator.
 
 mod cluster;
 pub mod config;
 mod connection;
+pub mod coordinator;
 mod frame;
 mod handlers;
 mod logline;

@@ -7,11 +7,22 @@
 //! client can retry with one it has.
 
 mod api_versions;
+mod delete_groups;
+mod describe_groups;
 mod fetch;
+mod find_coordinator;
+mod heartbeat;
 mod init_producer_id;
+mod join_group;
+mod leave_group;
+mod list_groups;
 mod list_offsets;
 mod metadata;
+mod offset_commit;
+mod offset_delete;
+mod offset_fetch;
 mod produce;
+mod sync_group;
 
 use std::sync::Arc;
 
@@ -32,6 +43,17 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Metadata, metadata::VERSIONS.0, metadata::VERSIONS.1),
     (ApiKey::ApiVersions, api_versions::VERSIONS.0, api_versions::VERSIONS.1),
     (ApiKey::InitProducerId, init_producer_id::VERSIONS.0, init_producer_id::VERSIONS.1),
+    (ApiKey::FindCoordinator, find_coordinator::VERSIONS.0, find_coordinator::VERSIONS.1),
+    (ApiKey::JoinGroup, join_group::VERSIONS.0, join_group::VERSIONS.1),
+    (ApiKey::SyncGroup, sync_group::VERSIONS.0, sync_group::VERSIONS.1),
+    (ApiKey::Heartbeat, heartbeat::VERSIONS.0, heartbeat::VERSIONS.1),
+    (ApiKey::LeaveGroup, leave_group::VERSIONS.0, leave_group::VERSIONS.1),
+    (ApiKey::OffsetCommit, offset_commit::VERSIONS.0, offset_commit::VERSIONS.1),
+    (ApiKey::OffsetFetch, offset_fetch::VERSIONS.0, offset_fetch::VERSIONS.1),
+    (ApiKey::ListGroups, list_groups::VERSIONS.0, list_groups::VERSIONS.1),
+    (ApiKey::DescribeGroups, describe_groups::VERSIONS.0, describe_groups::VERSIONS.1),
+    (ApiKey::DeleteGroups, delete_groups::VERSIONS.0, delete_groups::VERSIONS.1),
+    (ApiKey::OffsetDelete, offset_delete::VERSIONS.0, offset_delete::VERSIONS.1),
 ];
 
 pub fn supported(key: ApiKey) -> Option<(i16, i16)> {
@@ -87,6 +109,17 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::DeleteRecords => "DeleteRecords",
         ApiKey::DescribeCluster => "DescribeCluster",
         ApiKey::OffsetForLeaderEpoch => "OffsetForLeaderEpoch",
+        ApiKey::FindCoordinator => "FindCoordinator",
+        ApiKey::JoinGroup => "JoinGroup",
+        ApiKey::SyncGroup => "SyncGroup",
+        ApiKey::Heartbeat => "Heartbeat",
+        ApiKey::LeaveGroup => "LeaveGroup",
+        ApiKey::OffsetCommit => "OffsetCommit",
+        ApiKey::OffsetFetch => "OffsetFetch",
+        ApiKey::ListGroups => "ListGroups",
+        ApiKey::DescribeGroups => "DescribeGroups",
+        ApiKey::DeleteGroups => "DeleteGroups",
+        ApiKey::OffsetDelete => "OffsetDelete",
         _ => "Other",
     }
 }
@@ -134,6 +167,17 @@ pub async fn handle(shared: &Arc<Shared>, frame: Bytes) -> Outcome {
         RequestKind::Fetch(r) => fetch::handle(shared, r, &header, version).await,
         RequestKind::ListOffsets(r) => list_offsets::handle(shared, r, version).await,
         RequestKind::InitProducerId(r) => init_producer_id::handle(shared, r).await,
+        RequestKind::FindCoordinator(r) => find_coordinator::handle(shared, r, version).await,
+        RequestKind::JoinGroup(r) => join_group::handle(shared, r, &header, version).await,
+        RequestKind::SyncGroup(r) => sync_group::handle(shared, r).await,
+        RequestKind::Heartbeat(r) => heartbeat::handle(shared, r).await,
+        RequestKind::LeaveGroup(r) => leave_group::handle(shared, r, version).await,
+        RequestKind::OffsetCommit(r) => offset_commit::handle(shared, r).await,
+        RequestKind::OffsetFetch(r) => offset_fetch::handle(shared, r, version).await,
+        RequestKind::ListGroups(r) => list_groups::handle(shared, r).await,
+        RequestKind::DescribeGroups(r) => describe_groups::handle(shared, r, version).await,
+        RequestKind::DeleteGroups(r) => delete_groups::handle(shared, r).await,
+        RequestKind::OffsetDelete(r) => offset_delete::handle(shared, r).await,
         _ => return Outcome::Close { api, reason: format!("{api} is not served by this broker") },
     };
     match reply {
