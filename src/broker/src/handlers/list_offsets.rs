@@ -17,7 +17,9 @@ pub const VERSIONS: (i16, i16) = (1, 5);
 
 const LATEST: i64 = -1;
 
-pub async fn handle(shared: &Arc<Shared>, r: ListOffsetsRequest, _version: i16) -> Reply {
+pub async fn handle(shared: &Arc<Shared>, r: ListOffsetsRequest, version: i16) -> Reply {
+    // The leader epoch is a field of v4+: an older response must leave it at its default.
+    let epoch = if version >= 4 { LEADER_EPOCH } else { -1 };
     let store = shared.store.clone();
     let topics = blocking(move || {
         r.topics
@@ -42,7 +44,7 @@ pub async fn handle(shared: &Arc<Shared>, r: ListOffsetsRequest, _version: i16) 
                         });
                         match found {
                             Ok(Some((offset, ts))) => {
-                                resp.with_offset(offset).with_timestamp(ts).with_leader_epoch(LEADER_EPOCH)
+                                resp.with_offset(offset).with_timestamp(ts).with_leader_epoch(epoch)
                             }
                             Ok(None) => resp,
                             Err(seglog_core::Error::InvalidArgument(_)) => {
