@@ -220,7 +220,7 @@ fn join_static_member(g: &mut Group, req: &JoinGroup, member_id: String, ctx: &m
         let _ = tx.send(sync_error(FENCED_INSTANCE_ID));
     }
     let was_leader = old_leader.as_deref() == Some(old_id.as_str());
-    let old_protocols = std::mem::replace(&mut member.protocols, req.protocols.clone());
+    member.protocols = req.protocols.clone();
     member.member_id = member_id.clone();
     member.client_id = req.client_id.clone();
     member.client_host = req.client_host.clone();
@@ -231,29 +231,21 @@ fn join_static_member(g: &mut Group, req: &JoinGroup, member_id: String, ctx: &m
     if was_leader {
         g.leader = Some(member_id.clone());
     }
-    match g.state {
-        GroupState::Stable if g.select_protocol() == g.protocol_name => {
-            // Nothing changes for the others: the same generation and
-            // assignment. The old leader id is returned so that this member
-            // does not take itself for the leader and assign.
-            let write = ctx.write_group(g, None);
-            let mut response = current_join_response(g, &member_id, false);
-            response.leader = old_leader.unwrap_or_default();
-            if was_leader {
-                response.leader = old_id;
-            }
-            JoinOutcome::AfterWrite(write, response)
-        }
-        _ => {
-            let _ = old_protocols;
-            let (tx, rx) = oneshot::channel();
-            if let Some(m) = g.members.get_mut(&member_id) {
-                m.awaiting_join = Some(tx);
-            }
-            maybe_prepare_rebalance(g, ctx);
-            JoinOutcome::Wait(rx)
-        }
+    if g.is(GroupState::Stable) && g.select_protocol() == g.protocol_name {
+        // Nothing changes for the others: the same generation and assignment.
+        // The leader id from before the replacement is returned, so that
+        // this member never takes itself for the leader and assigns.
+        let write = ctx.write_group(g, None);
+        let mut response = current_join_response(g, &member_id, false);
+        response.leader = old_leader.unwrap_or_default();
+        return JoinOutcome::AfterWrite(write, response);
     }
+    let (tx, rx) = oneshot::channel();
+    if let Some(m) = g.members.get_mut(&member_id) {
+        m.awaiting_join = Some(tx);
+    }
+    maybe_prepare_rebalance(g, ctx);
+    JoinOutcome::Wait(rx)
 }
 
 fn add_member_and_rebalance(
