@@ -24,6 +24,24 @@ pub struct BrokerConfig {
     pub slow_request_ms: u64,
     /// `num.network.threads`: tokio worker threads.
     pub network_threads: usize,
+    /// `group.min.session.timeout.ms` / `group.max.session.timeout.ms`: the
+    /// session timeouts a JoinGroup may ask for (else INVALID_SESSION_TIMEOUT).
+    pub group_min_session_timeout_ms: i32,
+    pub group_max_session_timeout_ms: i32,
+    /// `group.initial.rebalance.delay.ms`: how long an empty group's first
+    /// rebalance waits for more members (0: none).
+    pub group_initial_rebalance_delay_ms: i32,
+    /// `group.max.size`: members per group (else GROUP_MAX_SIZE_REACHED).
+    pub group_max_size: i32,
+    /// `offsets.topic.num.partitions`: partitions of `__consumer_offsets`
+    /// when the coordinator creates it.
+    pub offsets_topic_num_partitions: i32,
+    /// `offsets.retention.minutes`: how long an empty group's offsets are kept.
+    pub offsets_retention_minutes: i64,
+    /// `offsets.retention.check.interval.ms`: how often expired offsets are removed.
+    pub offsets_retention_check_interval_ms: u64,
+    /// `offset.metadata.max.bytes`: the longest metadata string of a commit.
+    pub offset_metadata_max_bytes: usize,
     /// Store and topic keys, for a broker that opens its store itself.
     pub store: BTreeMap<String, String>,
 }
@@ -39,6 +57,14 @@ impl Default for BrokerConfig {
             sendfile: true,
             slow_request_ms: 1_000,
             network_threads: 2,
+            group_min_session_timeout_ms: 6_000,
+            group_max_session_timeout_ms: 1_800_000,
+            group_initial_rebalance_delay_ms: 3_000,
+            group_max_size: i32::MAX,
+            offsets_topic_num_partitions: 50,
+            offsets_retention_minutes: 10_080,
+            offsets_retention_check_interval_ms: 600_000,
+            offset_metadata_max_bytes: 4096,
             store: BTreeMap::new(),
         }
     }
@@ -54,6 +80,14 @@ pub const BROKER_KEYS: &[&str] = &[
     "socket.sendfile.enable",
     "log.slow.request.ms",
     "num.network.threads",
+    "group.min.session.timeout.ms",
+    "group.max.session.timeout.ms",
+    "group.initial.rebalance.delay.ms",
+    "group.max.size",
+    "offsets.topic.num.partitions",
+    "offsets.retention.minutes",
+    "offsets.retention.check.interval.ms",
+    "offset.metadata.max.bytes",
 ];
 
 fn int(key: &str, value: &str, min: i64, max: i64) -> Result<i64> {
@@ -99,10 +133,38 @@ impl BrokerConfig {
                 "socket.sendfile.enable" => c.sendfile = boolean(key, value)?,
                 "log.slow.request.ms" => c.slow_request_ms = int(key, value, 0, i64::MAX)? as u64,
                 "num.network.threads" => c.network_threads = int(key, value, 1, 64)? as usize,
+                "group.min.session.timeout.ms" => {
+                    c.group_min_session_timeout_ms = int(key, value, 1, i32::MAX.into())? as i32
+                }
+                "group.max.session.timeout.ms" => {
+                    c.group_max_session_timeout_ms = int(key, value, 1, i32::MAX.into())? as i32
+                }
+                "group.initial.rebalance.delay.ms" => {
+                    c.group_initial_rebalance_delay_ms = int(key, value, 0, i32::MAX.into())? as i32
+                }
+                "group.max.size" => c.group_max_size = int(key, value, 1, i32::MAX.into())? as i32,
+                "offsets.topic.num.partitions" => {
+                    c.offsets_topic_num_partitions = int(key, value, 1, 10_000)? as i32
+                }
+                "offsets.retention.minutes" => {
+                    c.offsets_retention_minutes = int(key, value, 1, i64::from(i32::MAX))?
+                }
+                "offsets.retention.check.interval.ms" => {
+                    c.offsets_retention_check_interval_ms = int(key, value, 1, i64::MAX)? as u64
+                }
+                "offset.metadata.max.bytes" => {
+                    c.offset_metadata_max_bytes = int(key, value, 0, i32::MAX.into())? as usize
+                }
                 _ => {
                     c.store.insert(key.clone(), value.clone());
                 }
             }
+        }
+        if c.group_min_session_timeout_ms > c.group_max_session_timeout_ms {
+            return Err(Error::InvalidConfig(format!(
+                "group.min.session.timeout.ms ({}) is above group.max.session.timeout.ms ({})",
+                c.group_min_session_timeout_ms, c.group_max_session_timeout_ms
+            )));
         }
         Ok(c)
     }

@@ -26,3 +26,26 @@ fn bad_values_name_the_key() {
     let e = BrokerConfig::from_map(&map(&[("advertised.listeners", "nohost")])).unwrap_err().to_string();
     assert!(e.contains("HOST:PORT"), "{e}");
 }
+
+#[test]
+fn group_keys_apply_and_session_bounds_must_be_ordered() {
+    let c = BrokerConfig::from_map(&map(&[
+        ("group.min.session.timeout.ms", "500"),
+        ("group.initial.rebalance.delay.ms", "0"),
+        ("offsets.topic.num.partitions", "3"),
+        ("offsets.retention.minutes", "1"),
+    ]))
+    .unwrap();
+    assert_eq!(
+        (c.group_min_session_timeout_ms, c.group_initial_rebalance_delay_ms, c.offsets_topic_num_partitions),
+        (500, 0, 3)
+    );
+    assert_eq!(c.offsets_retention_minutes, 1);
+    let e = BrokerConfig::from_map(&map(&[
+        ("group.min.session.timeout.ms", "9000"),
+        ("group.max.session.timeout.ms", "8000"),
+    ]))
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("group.min.session.timeout.ms"), "{e}");
+}

@@ -17,6 +17,17 @@ use crate::logline::log;
 use crate::response::write_response;
 use crate::server::Shared;
 
+tokio::task_local! {
+    /// The peer of the connection whose request is being handled: the group
+    /// coordinator records it as a member's client host.
+    static PEER: SocketAddr;
+}
+
+/// The client host of the request being handled, as Kafka writes it ("/ip").
+pub fn client_host() -> String {
+    PEER.try_with(|p| format!("/{}", p.ip())).unwrap_or_default()
+}
+
 pub async fn serve_connection(
     mut stream: TcpStream,
     peer: SocketAddr,
@@ -46,7 +57,7 @@ pub async fn serve_connection(
             Ok(Ok(frame)) => frame,
         };
         let started = Instant::now();
-        let outcome = handle(&shared, frame).await;
+        let outcome = PEER.scope(peer, handle(&shared, frame)).await;
         let api = outcome.api();
         match outcome {
             Outcome::Respond { response, .. } => {

@@ -8,7 +8,7 @@
 //! slices sent with sendfile), `metrics` (Prometheus), `cluster`
 //! (`meta.properties`). Requests and responses are coded by the
 //! `kafka-protocol` crate, except Fetch responses, whose records are file
-//! slices.
+//! slices. `coordinator/` is Kafka's classic group coordinator.
 
 //! The process allocator must reserve memory lazily (mimalloc does, and it is
 //! seglog._native's): kafka-protocol 0.18 reserves a `Vec` for an array's
@@ -21,6 +21,7 @@
 mod cluster;
 pub mod config;
 mod connection;
+pub mod coordinator;
 mod frame;
 mod handlers;
 mod logline;

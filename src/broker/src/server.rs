@@ -15,6 +15,7 @@ use tokio::task::JoinSet;
 
 use crate::config::BrokerConfig;
 use crate::connection::serve_connection;
+use crate::coordinator::{Coordinator, GroupConfig};
 use crate::logline::log;
 use crate::metrics::{serve_metrics, Metrics};
 
@@ -30,6 +31,8 @@ pub struct Shared {
     pub appended: watch::Receiver<u64>,
     /// Set when the broker stops: long polls answer at once rather than wait.
     pub stopping: watch::Receiver<bool>,
+    /// The group coordinator (every group's: this is the only broker).
+    pub coordinator: Arc<Coordinator>,
 }
 
 pub struct Broker {
@@ -54,6 +57,7 @@ impl Broker {
             return Err(Error::ReadOnly("serving a store as a broker"));
         }
         let cluster_id = crate::cluster::load_or_create(store.path(), config.node_id, false)?;
+        let coordinator = Coordinator::load(store.clone(), GroupConfig::from_broker(&config))?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(config.network_threads)
             .thread_name("seglog-broker")
@@ -93,7 +97,9 @@ impl Broker {
             metrics,
             appended,
             stopping: stop_rx.clone(),
+            coordinator,
         });
+        runtime.spawn(shared.coordinator.clone().run_timer(stop_rx.clone()));
         let (host, port) = &shared.advertised;
         crate::cluster::announce(shared.store.path(), shared.config.node_id, &format!("{host}:{port}"))?;
         let server = runtime.spawn(accept_loop(listener, shared.clone(), stop_rx));
@@ -148,11 +154,16 @@ impl Broker {
     pub fn store(&self) -> &Arc<Store> {
         &self.shared.store
     }
+    pub fn coordinator(&self) -> &Arc<Coordinator> {
+        &self.shared.coordinator
+    }
 
     /// Stops accepting, lets in-flight requests finish (up to `grace`), then
     /// stops the runtime. Idempotent.
     pub fn shutdown(&mut self, grace: Duration) {
         let _ = self.stop.send(true);
+        // Members waiting in a join or sync are answered now, not at the grace's end.
+        self.shared.coordinator.shutdown();
         if let (Some(rt), Some(server)) = (self.runtime.as_ref(), self.server.take()) {
             let _ = rt.block_on(async { tokio::time::timeout(grace, server).await });
         }

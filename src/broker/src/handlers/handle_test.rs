@@ -16,14 +16,18 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     AlterConfigsRequest, ApiVersionsRequest, BrokerId, CreatePartitionsRequest, CreateTopicsRequest,
-    DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, FetchRequest,
-    IncrementalAlterConfigsRequest, InitProducerIdRequest, ListOffsetsRequest, MetadataRequest,
-    OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader, RequestKind, TopicName,
+    DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest,
+    DescribeConfigsRequest, DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, GroupId,
+    HeartbeatRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest,
+    LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+    OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader,
+    RequestKind, SyncGroupRequest, TopicName,
 };
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
@@ -55,9 +59,17 @@ fn shared() -> (tempfile::TempDir, Arc<Shared>, watch::Sender<u64>) {
             .unwrap();
     }
     let (tx, appended) = watch::channel(0u64);
+    // No initial rebalance delay: a seed JoinGroup completes at once.
+    let config = BrokerConfig { group_initial_rebalance_delay_ms: 0, ..BrokerConfig::default() };
+    let coordinator = crate::coordinator::Coordinator::load(
+        store.clone(),
+        crate::coordinator::GroupConfig::from_broker(&config),
+    )
+    .unwrap();
     let shared = Arc::new(Shared {
         store,
-        config: BrokerConfig::default(),
+        coordinator,
+        config,
         advertised: ("127.0.0.1".into(), 9092),
         cluster_id: "test-cluster".into(),
         metrics: Arc::new(Metrics::default()),
@@ -162,6 +174,46 @@ fn request(key: ApiKey) -> RequestKind {
                 .with_client_software_name(StrBytes::from_static_str("proptest"))
                 .with_client_software_version(StrBytes::from_static_str("1")),
         ),
+        ApiKey::FindCoordinator => RequestKind::FindCoordinator(
+            FindCoordinatorRequest::default().with_key(StrBytes::from_static_str("g")),
+        ),
+        ApiKey::JoinGroup => RequestKind::JoinGroup(
+            JoinGroupRequest::default()
+                .with_group_id(GroupId(StrBytes::from_static_str("g")))
+                .with_session_timeout_ms(10_000)
+                .with_rebalance_timeout_ms(100)
+                .with_protocol_type(StrBytes::from_static_str("consumer"))
+                .with_protocols(vec![JoinGroupRequestProtocol::default()
+                    .with_name(StrBytes::from_static_str("range"))
+                    .with_metadata(Bytes::from_static(b"\x00\x00"))]),
+        ),
+        ApiKey::SyncGroup => RequestKind::SyncGroup(
+            SyncGroupRequest::default().with_group_id(GroupId(StrBytes::from_static_str("g"))),
+        ),
+        ApiKey::Heartbeat => RequestKind::Heartbeat(
+            HeartbeatRequest::default().with_group_id(GroupId(StrBytes::from_static_str("g"))),
+        ),
+        ApiKey::LeaveGroup => RequestKind::LeaveGroup(
+            LeaveGroupRequest::default().with_group_id(GroupId(StrBytes::from_static_str("g"))),
+        ),
+        ApiKey::OffsetCommit => RequestKind::OffsetCommit(
+            OffsetCommitRequest::default()
+                .with_group_id(GroupId(StrBytes::from_static_str("g")))
+                .with_generation_id_or_member_epoch(-1),
+        ),
+        ApiKey::OffsetFetch => RequestKind::OffsetFetch(
+            OffsetFetchRequest::default().with_group_id(GroupId(StrBytes::from_static_str("g"))),
+        ),
+        ApiKey::ListGroups => RequestKind::ListGroups(ListGroupsRequest::default()),
+        ApiKey::DescribeGroups => RequestKind::DescribeGroups(
+            DescribeGroupsRequest::default().with_groups(vec![GroupId(StrBytes::from_static_str("g"))]),
+        ),
+        ApiKey::DeleteGroups => RequestKind::DeleteGroups(
+            DeleteGroupsRequest::default().with_groups_names(vec![GroupId(StrBytes::from_static_str("g"))]),
+        ),
+        ApiKey::OffsetDelete => RequestKind::OffsetDelete(
+            OffsetDeleteRequest::default().with_group_id(GroupId(StrBytes::from_static_str("g"))),
+        ),
         other => panic!("no seed request for {other:?}: add one here, so the API is fuzzed"),
     }
 }
@@ -251,6 +303,9 @@ fn every_seed_is_a_request_the_broker_answers() {
     // Otherwise the mutations below would start from garbage and prove little.
     let (_dir, shared, _tx) = shared();
     let rt = runtime();
+    // The coordinator's timer completes joins (the rebalance timeout).
+    let (_stop_tx, stop) = watch::channel(false);
+    rt.spawn(shared.coordinator.clone().run_timer(stop));
     let mut failed = Vec::new();
     for f in seeds() {
         let start = crate::frame::HeaderStart::peek(&f).unwrap();

@@ -11,17 +11,28 @@ mod api_versions;
 mod configs;
 mod create_partitions;
 mod create_topics;
+mod delete_groups;
 mod delete_records;
 mod delete_topics;
 mod describe_cluster;
 mod describe_configs;
+mod describe_groups;
 mod fetch;
+mod find_coordinator;
+mod heartbeat;
 mod incremental_alter_configs;
 mod init_producer_id;
+mod join_group;
+mod leave_group;
+mod list_groups;
 mod list_offsets;
 mod metadata;
+mod offset_commit;
+mod offset_delete;
+mod offset_fetch;
 mod offset_for_leader_epoch;
 mod produce;
+mod sync_group;
 
 use std::sync::Arc;
 
@@ -55,6 +66,17 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteRecords, delete_records::VERSIONS.0, delete_records::VERSIONS.1),
     (ApiKey::DescribeCluster, describe_cluster::VERSIONS.0, describe_cluster::VERSIONS.1),
     (ApiKey::OffsetForLeaderEpoch, offset_for_leader_epoch::VERSIONS.0, offset_for_leader_epoch::VERSIONS.1),
+    (ApiKey::FindCoordinator, find_coordinator::VERSIONS.0, find_coordinator::VERSIONS.1),
+    (ApiKey::JoinGroup, join_group::VERSIONS.0, join_group::VERSIONS.1),
+    (ApiKey::SyncGroup, sync_group::VERSIONS.0, sync_group::VERSIONS.1),
+    (ApiKey::Heartbeat, heartbeat::VERSIONS.0, heartbeat::VERSIONS.1),
+    (ApiKey::LeaveGroup, leave_group::VERSIONS.0, leave_group::VERSIONS.1),
+    (ApiKey::OffsetCommit, offset_commit::VERSIONS.0, offset_commit::VERSIONS.1),
+    (ApiKey::OffsetFetch, offset_fetch::VERSIONS.0, offset_fetch::VERSIONS.1),
+    (ApiKey::ListGroups, list_groups::VERSIONS.0, list_groups::VERSIONS.1),
+    (ApiKey::DescribeGroups, describe_groups::VERSIONS.0, describe_groups::VERSIONS.1),
+    (ApiKey::DeleteGroups, delete_groups::VERSIONS.0, delete_groups::VERSIONS.1),
+    (ApiKey::OffsetDelete, offset_delete::VERSIONS.0, offset_delete::VERSIONS.1),
 ];
 
 pub fn supported(key: ApiKey) -> Option<(i16, i16)> {
@@ -110,6 +132,17 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::DeleteRecords => "DeleteRecords",
         ApiKey::DescribeCluster => "DescribeCluster",
         ApiKey::OffsetForLeaderEpoch => "OffsetForLeaderEpoch",
+        ApiKey::FindCoordinator => "FindCoordinator",
+        ApiKey::JoinGroup => "JoinGroup",
+        ApiKey::SyncGroup => "SyncGroup",
+        ApiKey::Heartbeat => "Heartbeat",
+        ApiKey::LeaveGroup => "LeaveGroup",
+        ApiKey::OffsetCommit => "OffsetCommit",
+        ApiKey::OffsetFetch => "OffsetFetch",
+        ApiKey::ListGroups => "ListGroups",
+        ApiKey::DescribeGroups => "DescribeGroups",
+        ApiKey::DeleteGroups => "DeleteGroups",
+        ApiKey::OffsetDelete => "OffsetDelete",
         _ => "Other",
     }
 }
@@ -168,6 +201,17 @@ pub async fn handle(shared: &Arc<Shared>, frame: Bytes) -> Outcome {
         RequestKind::DeleteRecords(r) => delete_records::handle(shared, r, version).await,
         RequestKind::DescribeCluster(r) => describe_cluster::handle(shared, r, version).await,
         RequestKind::OffsetForLeaderEpoch(r) => offset_for_leader_epoch::handle(shared, r, version).await,
+        RequestKind::FindCoordinator(r) => find_coordinator::handle(shared, r, version).await,
+        RequestKind::JoinGroup(r) => join_group::handle(shared, r, &header, version).await,
+        RequestKind::SyncGroup(r) => sync_group::handle(shared, r).await,
+        RequestKind::Heartbeat(r) => heartbeat::handle(shared, r).await,
+        RequestKind::LeaveGroup(r) => leave_group::handle(shared, r, version).await,
+        RequestKind::OffsetCommit(r) => offset_commit::handle(shared, r).await,
+        RequestKind::OffsetFetch(r) => offset_fetch::handle(shared, r, version).await,
+        RequestKind::ListGroups(r) => list_groups::handle(shared, r).await,
+        RequestKind::DescribeGroups(r) => describe_groups::handle(shared, r, version).await,
+        RequestKind::DeleteGroups(r) => delete_groups::handle(shared, r).await,
+        RequestKind::OffsetDelete(r) => offset_delete::handle(shared, r).await,
         _ => return Outcome::Close { api, reason: format!("{api} is not served by this broker") },
     };
     match reply {

@@ -1,12 +1,15 @@
 //! Consumer-group offsets as Kafka keeps them: records of the compacted internal
 //! topic `__consumer_offsets`, in Kafka's own key and value formats, in the
-//! partition Kafka's coordinator would pick for the group.
+//! partition Kafka's coordinator would pick for the group, with the groups'
+//! metadata records (GroupMetadataKey/Value) the broker's coordinator writes.
 
 pub mod codec;
 mod offsets;
 
-pub use codec::{OffsetCommitKey, OffsetCommitValue};
-pub use offsets::{commit, load_committed, CommittedOffsets};
+pub use codec::{GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitKey, OffsetCommitValue};
+pub use offsets::{
+    append_records, commit, load_committed, offsets_topic, read_records, CommittedOffsets, CoordinatorRecord,
+};
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// The topic's settings: compacted, with Kafka's `offsets.topic.segment.bytes`.
