@@ -13,7 +13,8 @@ kafka-consumer-perf-test) measure a broker.
   offset checked to be N after.
 - BK3/BK4 consumer throughput: ``kcat -C -b ADDR -t bench -p 0 -o beginning -c N -e
   -q -f '%o\\n'`` (offsets only, to a file checked after the clock stops: N lines, the
-  last N-1), fetch.max.bytes and max.partition.fetch.bytes 64 MiB, on the consume
+  last N-1), fetch.max.bytes and max.partition.fetch.bytes 64 MiB, queued.min.messages
+  and queued.max.messages.kbytes at their maximum (see KCAT_CONSUMER), on the consume
   cases' store, with the broker's ``socket.sendfile.enable`` true (BK3) and false (BK4);
   the broker's counters say which path carried the bytes.
 - BK5/BK6 kcat's own start and exit: the same commands for 1 record (BK5 ``-P``,
@@ -57,10 +58,15 @@ __all__ = ["kcat_path", "kcat_rows", "kcat_version"]
 KCAT_TIMEOUT_S = 300.0
 #: kcat -P's -X settings besides acks: the B rows' producer settings.
 KCAT_PRODUCER = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in PRODUCER.items()}
-#: kcat -C's -X settings: the B rows' fetch sizes (no group: ``-p 0`` assigns the partition).
+#: kcat -C's -X settings: the B rows' fetch sizes (no group: ``-p 0`` assigns the
+#: partition), and room in librdkafka's fetch queue for every record: past
+#: queued.min.messages (100,000 by default) or queued.max.messages.kbytes (64 MiB)
+#: librdkafka 2.0 puts off the next Fetch until its 1 s timer (seen with strace: 0.7-0.9 s
+#: between a 16 MiB response and the next request), which made a run of 1,000,000
+#: records 1.3-7 s instead of about 1 s.
 KCAT_CONSUMER = {
     k: str(CONSUMER[k]) for k in ("fetch.max.bytes", "max.partition.fetch.bytes", "receive.message.max.bytes")
-}
+} | {"queued.min.messages": "10000000", "queued.max.messages.kbytes": "2097151"}
 KEY_DELIM = "\t"
 OUT_FORMAT = "%o\\n"  # kcat reads the escape: one offset per line
 #: 64 printable characters (no tab, no newline) the values' bytes are mapped onto.
@@ -198,7 +204,7 @@ def consume_rows(b: Bench, populated: SegCtx, loopback: str) -> None:
             "broker",
             "broker",
             f"socket.sendfile.enable={str(sendfile).lower()}: kcat -C, a process run, -c {n:,} -f '%o\\n', "
-            f"fetch.max.bytes={FETCH_MAX_BYTES // MIB} MiB",
+            f"fetch.max.bytes={FETCH_MAX_BYTES // MIB} MiB, queued.min.messages=10M",
             "records/s",
             n,
             vs_embedded="C1",
