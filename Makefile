@@ -15,7 +15,7 @@ BENCH_ARGS ?=
 export VIRTUAL_ENV := $(CURDIR)/$(VENV)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: run test test-rust test-python test-crash lint bench bench-rust develop wheel clean
+.PHONY: run test test-rust test-python test-crash lint bench bench-kcat bench-rust develop wheel clean
 
 $(PY):
 	@echo "==> creating $(VENV)"
@@ -65,8 +65,19 @@ lint: develop
 	$(PY) -m mypy python/seglog
 	$(PY) -m mypy.stubtest seglog._native
 
-bench: develop $(VENV)/.bench-installed
+bench: develop $(VENV)/.bench-installed bench-kcat
 	OPENBLAS_NUM_THREADS=1 $(PY) benches/run.py $(BENCH_ARGS)
+
+# kcat (librdkafka's command-line client, a native program) for the broker rows
+# BK1-BK6: Debian's package, installed when missing (as root, as here). If it cannot
+# be installed the bench goes on without those rows and says so.
+KCAT_LOG := $(or $(TMPDIR),/tmp)/seglog-kcat-install.log
+bench-kcat:
+	@command -v kcat >/dev/null || { \
+	  echo "==> installing kcat (Debian package) for the broker rows"; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat; } \
+	    > $(KCAT_LOG) 2>&1 \
+	  || echo "==> kcat not installed (see $(KCAT_LOG)): the bench runs without the BK rows"; }
 
 # Criterion benchmarks of the core alone (append, read, index lookup).
 bench-rust:

@@ -86,7 +86,8 @@ def cpu_busy(seconds: float = 1.0) -> float:
 
 
 def cpu_ticks() -> tuple[float, float]:
-    """(all CPUs' busy seconds so far, this process's CPU seconds so far)."""
+    """(all CPUs' busy seconds so far, the CPU seconds of this process and of its
+    children that have exited: brokers, kcat and the other peers are the run's own work)."""
     try:
         with open("/proc/stat") as f:
             fields = [int(x) for x in f.readline().split()[1:]]
@@ -94,7 +95,7 @@ def cpu_ticks() -> tuple[float, float]:
         return 0.0, 0.0
     busy = sum(fields[:8]) - fields[3] - fields[4]
     t = os.times()
-    return busy / os.sysconf("SC_CLK_TCK"), t.user + t.system
+    return busy / os.sysconf("SC_CLK_TCK"), t.user + t.system + t.children_user + t.children_system
 
 
 def other_cpu(start: tuple[float, float], elapsed: float) -> float:
@@ -103,6 +104,24 @@ def other_cpu(start: tuple[float, float], elapsed: float) -> float:
     end = cpu_ticks()
     other = (end[0] - start[0]) - (end[1] - start[1])
     return max(0.0, other / max(elapsed * (os.cpu_count() or 1), 1e-9))
+
+
+def kcat_version() -> str | None:
+    """``kcat 1.7.1 (librdkafka 2.0.2)`` from ``kcat -V``, or None without kcat on PATH."""
+    import re
+    import shutil
+    import subprocess
+
+    path = shutil.which("kcat")
+    if path is None:
+        return None
+    try:
+        out = subprocess.run([path, "-V"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "kcat ?"
+    kcat = re.search(r"^Version (\S+)", out, re.MULTILINE)
+    rdk = re.search(r"librdkafka (\S+)", out)
+    return f"kcat {kcat.group(1) if kcat else '?'} (librdkafka {rdk.group(1) if rdk else '?'})"
 
 
 def git_rev() -> str:

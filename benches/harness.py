@@ -245,20 +245,23 @@ class Bench:
         setup: Callable[[], Any],
         body: Callable[[Any], int],
         finish: Callable[[Any], int],
+        count: Callable[[Any, int], int] | None = None,
     ) -> Result:
         """Consume-style case: one populated ``setup()``, one warm-up pass, then
-        ``repeats`` timed passes of ``body(ctx)`` (which returns the records seen)."""
+        ``repeats`` timed passes of ``body(ctx)`` (which returns the records seen, or
+        what ``count(ctx, returned)`` turns into them after the clock has stopped)."""
+        seen_by = count or (lambda _ctx, seen: seen)
         ctx = setup()
         try:
             t0 = time.perf_counter()
-            self._check_count(result, body(ctx))
+            self._check_count(result, seen_by(ctx, body(ctx)))
             warm_s = time.perf_counter() - t0
             for _ in range(self.runs_for(warm_s)):
                 gc.collect()
                 t0 = time.perf_counter_ns()
                 seen = body(ctx)
                 t1 = time.perf_counter_ns()
-                self._check_count(result, seen)
+                self._check_count(result, seen_by(ctx, seen))
                 result.runs_ns.append(t1 - t0)
         finally:
             result.stored_bytes = finish(ctx)

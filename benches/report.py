@@ -12,7 +12,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from environment import ROOT, crc_impl, fs_type, git_rev, mem_gib, version
+from environment import ROOT, crc_impl, fs_type, git_rev, kcat_version, mem_gib, version
 from harness import KEY_BYTES, LOOKUPS, MIN_REPEATS, THREADS, US, VALUE_BYTES, Report, seglog
 
 RESULTS_JSON = Path(__file__).resolve().parent / "results" / "latest.json"
@@ -25,7 +25,7 @@ GROUPS = [
     ("machine", "Machine limits (same byte count as the seglog log)"),
     (
         "broker",
-        "Broker (confluent-kafka <-> seglog serve in another process, over loopback TCP; "
+        "Broker (confluent-kafka or kcat <-> seglog serve in another process, over loopback TCP; "
         "enable.idempotence=false)",
     ),
 ]
@@ -112,15 +112,17 @@ def broker_notes(rep: Report) -> list[str]:
     """Which rows the broker rows are compared with, and its own counters."""
     rs = rep.results
     lines = []
+    against: dict[str, list[str]] = {}
     for r in rs.values():
-        if r.group != "broker" or r.vs_embedded is None or r.vs_embedded not in rs:
-            continue
-        e = rs[r.vs_embedded]
-        lines.append(f"- {r.id} vs embedded is against {e.id} ({e.case}): {e.value:,.0f} records/s.")
+        if r.group == "broker" and r.vs_embedded is not None and r.vs_embedded in rs:
+            against.setdefault(r.vs_embedded, []).append(r.id)
+    for eid, ids in against.items():
+        e = rs[eid]
+        lines.append(f"- {', '.join(ids)} vs embedded is against {e.id} ({e.case}): {e.value:,.0f}/s.")
     if lb := next((r.vs_loopback for r in rs.values() if r.vs_loopback in rs), None):
         pump = f"{rs[lb].mb_s:,.0f} MB/s, the faster pump"
         lines.append(f"- the loopback ratios are MB/s over {lb}'s ({pump}).")
-    for id in ("B3", "B4"):
+    for id in ("B3", "B4", "BK3", "BK4"):
         if id in rs and (c := rs[id].counters):
             lines.append(
                 f"- {id}: the broker's counters over {c['passes']} passes: fetch_sendfile_bytes "
@@ -129,7 +131,11 @@ def broker_notes(rep: Report) -> list[str]:
     for r in rs.values():
         if r.group == "broker" and r.counters and "broker_cpu_pct" in r.counters:
             c = r.counters
-            client = "the consumer process" if r.id == "B5" else "the client (with librdkafka's threads)"
+            client = "the client (with librdkafka's threads)"
+            if r.id == "B5":
+                client = "the consumer process"
+            elif r.id.startswith("BK"):
+                client = "kcat"
             lines.append(
                 f"- {r.id}, CPU while timed: the broker {c['broker_cpu_pct']} % of one core, "
                 f"{client} {c['client_cpu_pct']} %."
@@ -138,6 +144,22 @@ def broker_notes(rep: Report) -> list[str]:
         lines.append(
             f"- Fetch with sendfile (B3) is {b3.value / b4.value:.2f}x the rate with a copy through a "
             "buffer (B4), on the same data, warm in the page cache."
+        )
+    if (k3 := rs.get("BK3")) and (k4 := rs.get("BK4")) and k3.value and k4.value:
+        lines.append(
+            f"- kcat: Fetch with sendfile (BK3) is {k3.value / k4.value:.2f}x the rate with a copy (BK4)."
+        )
+    for start, rows in (("BK5", ("BK1", "BK2")), ("BK6", ("BK3", "BK4"))):
+        if not (s := rs.get(start)) or s.value is None:
+            continue
+        shares = [
+            f"{s.value / 1e6 / (rs[id].records / rs[id].value):.0%} of {id}'s run"
+            for id in rows
+            if id in rs and rs[id].value
+        ]
+        lines.append(
+            f"- {start}: kcat's start and exit, {s.value / 1000:,.1f} ms (median of {len(s.runs_us)} runs), "
+            f"is {', '.join(shares) or 'in every run'}; not subtracted."
         )
     if (b5 := rs.get("B5")) and (c := b5.counters):
         lines.append(
@@ -168,7 +190,7 @@ def chart(rep: Report, path: Path, title: str) -> None:
         ("machine", "Machine: MB/s", lambda r: r.mb_s, []),
         (
             "broker",
-            "Broker (confluent-kafka over loopback): records/s (higher is better)",
+            "Broker (confluent-kafka, kcat over loopback): records/s (higher is better)",
             lambda r: r.value if r.unit != "us" else None,
             ["S1", "C1"],
         ),
@@ -263,6 +285,11 @@ def markdown(report: Report, run: Run) -> str:
             "/ time; vs embedded = records/s over the embedded row's; vs loopback = MB/s over "
             "the faster loopback pump's (BL1, BL2)\n"
         )
+    if any(r.id.startswith("BK") for r in report.results.values()):
+        header += (
+            f"- kcat rows (BK): {kcat_version() or 'kcat ?'}, one process per run, timed from start to exit "
+            "(BK5 and BK6 are that start and exit alone)\n"
+        )
     text = header + "\n" + tables(report)
     extra = notes(report)
     if extra:
@@ -283,6 +310,7 @@ def meta(run: Run) -> dict[str, object]:
         "kafka_python_version": version("kafka-python"),
         "confluent_kafka_version": version("confluent-kafka"),
         "librdkafka_version": librdkafka(),
+        "kcat_version": kcat_version(),
         "crc32c": crc_impl(),
         "sqlite_version": sqlite3.sqlite_version,
         "python": platform.python_version(),

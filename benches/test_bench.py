@@ -8,7 +8,8 @@ tables compare them. seglog goes through ``Producer``/``Consumer``, and ``Store.
 for lookups.
 
 ``test_broker_rows_smoke`` runs ``make bench``'s broker group (cases/broker.py) on
-2,000 records, once, so that code cannot rot between full runs.
+2,000 records, once, so that code cannot rot between full runs; ``test_kcat_rows_smoke``
+its kcat rows (cases/kcat.py), skipped with a note where kcat is not installed.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import bisect
 import os
 import random
+import shutil
 import sqlite3
 import struct
 import warnings
@@ -272,7 +274,7 @@ def test_broker_rows_smoke(benchmark: Any, tmp_path: Path) -> None:
     report = Report()
     b = Bench(tmp_path, 1, Data(2000), report)
     # pedantic, one round: it runs under --benchmark-only too, which skips plain tests.
-    benchmark.pedantic(broker_group, args=(b,), rounds=1, iterations=1)
+    benchmark.pedantic(broker_group, args=(b, ("confluent-kafka",)), rounds=1, iterations=1)
     report.compare()
     rs = report.results
     assert {"S1", "S3", "C1", "BL1", "BL2", "B1", "B2", "B3", "B4", "B5"} <= rs.keys()
@@ -289,4 +291,36 @@ def test_broker_rows_smoke(benchmark: Any, tmp_path: Path) -> None:
     assert b1["broker_cpu_pct"] >= 0 and b1["client_cpu_pct"] > 0
     assert rs["B5"].p99_us is not None and rs["B5"].met is not None
     assert "| B5 end-to-end latency at 50,000 records/s" in tables(report)
+    assert list(tmp_path.iterdir()) == []  # every case's directory removed
+
+
+@pytest.mark.benchmark(group="bench code smoke")
+def test_kcat_rows_smoke(benchmark: Any, tmp_path: Path) -> None:
+    """The broker group's kcat rows (BK1-BK6) on 2,000 records, one run per case."""
+    if shutil.which("kcat") is None:
+        pytest.skip("kcat is not installed: the BK broker rows are not checked (make bench installs it)")
+    from cases.broker import broker_group
+
+    report = Report()
+    b = Bench(tmp_path, 1, Data(2000), report)
+    benchmark.pedantic(broker_group, args=(b, ("kcat",)), rounds=1, iterations=1)
+    report.compare()
+    rs = report.results
+    assert {"S1", "S3", "C1", "BL1", "BL2", "BK1", "BK2", "BK3", "BK4", "BK5", "BK6"} <= rs.keys()
+    assert not {"B1", "B3", "B5"} & rs.keys()  # the confluent-kafka rows were not asked for
+    for id in ("BK1", "BK2", "BK3", "BK4"):
+        assert rs[id].ratio_embedded is not None and rs[id].ratio_loopback is not None, id
+        assert rs[id].met is not None, id
+        c = rs[id].counters
+        assert c is not None and c["broker_cpu_pct"] >= 0 and c["client_cpu_pct"] > 0, id
+    k1 = rs["BK1"].counters
+    assert k1 is not None and k1["bytes_in"] == rs["BK1"].stored_bytes and k1["messages_in"] == 2000
+    k3, k4 = rs["BK3"].counters, rs["BK4"].counters
+    assert k3 is not None and k4 is not None
+    assert k3["fetch_sendfile_bytes"] > 0 and k3["fetch_copied_bytes"] == 0
+    assert k4["fetch_copied_bytes"] > 0 and k4["fetch_sendfile_bytes"] == 0
+    for id in ("BK5", "BK6"):
+        assert rs[id].value is not None and rs[id].value > 0, id
+    text = tables(report)
+    assert "| BK1 acks=1: kcat -P" in text and "| BK6 kcat start and exit" in text
     assert list(tmp_path.iterdir()) == []  # every case's directory removed

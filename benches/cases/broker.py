@@ -44,7 +44,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -181,12 +181,14 @@ class BrokerCtx:
 
 
 @contextlib.contextmanager
-def _accounted(ctx: BrokerCtx) -> Iterator[None]:
-    """Adds the block's wall time and the CPU time the broker and this process (the
-    client, with librdkafka's threads) spent in it to ``ctx.cpu``."""
-    w0, b0, c0 = time.perf_counter(), ctx.broker.cpu_s(), _own_cpu()
+def _accounted(ctx: BrokerCtx, client_cpu: Callable[[], float] | None = None) -> Iterator[None]:
+    """Adds the block's wall time and the CPU time the broker and the client spent
+    in it to ``ctx.cpu``; the client is this process (with librdkafka's threads)
+    unless ``client_cpu`` says otherwise."""
+    clock = client_cpu or _own_cpu
+    w0, b0, c0 = time.perf_counter(), ctx.broker.cpu_s(), clock()
     yield
-    ctx.cpu.append((time.perf_counter() - w0, ctx.broker.cpu_s() - b0, _own_cpu() - c0))
+    ctx.cpu.append((time.perf_counter() - w0, ctx.broker.cpu_s() - b0, clock() - c0))
 
 
 def _own_cpu() -> float:
@@ -216,18 +218,90 @@ def _stop(ctx: BrokerCtx) -> dict[str, int]:
     return stats
 
 
-def broker_group(b: Bench) -> None:
+def fresh_broker(b: Bench) -> BrokerCtx:
+    """A broker on a fresh store holding the topic (one partition): a produce run's."""
+    path = b.fresh_dir()
+    store = seglog.open(path / "store")
+    store.create_topic(TOPIC, partitions=1)
+    store.close()
+    return _start(path)
+
+
+def produced(ctx: BrokerCtx, m: int, result: Result, cpu: list[tuple[float, float, float]]) -> int:
+    """Stops a produce run's broker, checks the log end offset and the broker's count
+    are ``m``, sets the row's counters (CPU over all its runs so far, in ``cpu``),
+    removes the store; returns the bytes the broker took in."""
+    stats = _stop(ctx)
+    store = seglog.open(ctx.path / "store")
     try:
-        import confluent_kafka
-    except ImportError:
-        print("broker: confluent-kafka not installed: no broker rows", file=sys.stderr)
+        end = store.offsets(TOPIC, 0)[1]
+    finally:
+        store.close()
+    rmtree(ctx.path)
+    if end != m or stats["messages_in"] != m:
+        got = stats["messages_in"]
+        raise AssertionError(f"{result.id}: log end offset {end}, messages in {got}, expected {m}")
+    cpu += ctx.cpu
+    result.counters = {k: stats[k] for k in ("bytes_in", "messages_in")} | _cpu_shares(cpu)
+    return int(stats["bytes_in"])
+
+
+def reading_broker(populated: SegCtx, sendfile: bool) -> BrokerCtx:
+    """A broker on the consume cases' store, Fetch by sendfile or by a copy; its
+    counters as it starts, to subtract."""
+    ctx = BrokerCtx(
+        populated.path,
+        BrokerProcess(
+            populated.path / "store",
+            populated.path / "broker.log",
+            **{"socket.sendfile.enable": str(sendfile).lower()},
+        ),
+    )
+    ctx.counters = ctx.broker.stats()
+    return ctx
+
+
+def consumed(ctx: BrokerCtx, result: Result) -> int:
+    """Stops a consume row's broker; sets the row's counters (which path carried the
+    bytes, CPU); returns the bytes out per pass."""
+    before = ctx.counters
+    after = _stop(ctx)
+    passes = len(result.runs_ns) + 1  # with the warm-up
+    keys = ("bytes_out", "fetch_sendfile_bytes", "fetch_copied_bytes")
+    result.counters = {k: after[k] - before.get(k, 0) for k in keys}
+    result.counters |= {"passes": passes} | _cpu_shares(ctx.cpu)
+    return after["bytes_out"] // passes
+
+
+#: The clients the broker rows are measured with: confluent-kafka from this process
+#: (B1-B5) and kcat, librdkafka's command-line client, as its own process (BK1-BK6).
+CLIENTS = ("confluent-kafka", "kcat")
+
+
+def broker_group(b: Bench, clients: Sequence[str] = CLIENTS) -> None:
+    from .kcat import kcat_path, kcat_rows, kcat_version
+
+    ck: Any = None
+    if "confluent-kafka" in clients:
+        try:
+            import confluent_kafka as ck
+        except ImportError:
+            print("broker: confluent-kafka not installed: no B1-B5 rows", file=sys.stderr)
+    kcat = "kcat" in clients and kcat_path() is not None
+    if "kcat" in clients and not kcat:
+        print(
+            "broker: kcat not found on PATH: no BK rows (make bench installs it: apt-get install kcat)",
+            file=sys.stderr,
+        )
+    if ck is None and not kcat:
         return
     d, n = b.data, b.data.n
-    print(
-        f"broker ({n:,} records; confluent-kafka {version('confluent-kafka')}, "
-        f"librdkafka {confluent_kafka.libversion()[0]})",
-        file=sys.stderr,
-    )
+    using = []
+    if ck is not None:
+        using.append(f"confluent-kafka {version('confluent-kafka')}, librdkafka {ck.libversion()[0]}")
+    if kcat:
+        using.append(kcat_version())
+    print(f"broker ({n:,} records; {'; '.join(using)})", file=sys.stderr)
     rs = b.report.results
     # The embedded rows compared with, unless this run measured them already.
     if "S1" not in rs:
@@ -245,9 +319,13 @@ def broker_group(b: Bench) -> None:
     populated.store.close()
     try:
         lb = loopback_rows(b, log_size)
-        produce_rows(b, lb)
-        consume_rows(b, populated, lb)
-        latency_row(b)
+        if ck is not None:
+            produce_rows(b, lb)
+            consume_rows(b, populated, lb)
+        if kcat:
+            kcat_rows(b, populated, lb)
+        if ck is not None:
+            latency_row(b)
     finally:
         rmtree(populated.path)
 
@@ -258,13 +336,6 @@ def produce_rows(b: Bench, loopback: str) -> None:
     d, n = b.data, b.data.n
     shown = ("linger.ms", "batch.size", "compression.type")
     settings = ", ".join(f"{k}={PRODUCER[k]}" for k in shown)
-
-    def setup(_m: int) -> BrokerCtx:
-        path = b.fresh_dir()
-        store = seglog.open(path / "store")
-        store.create_topic(TOPIC, partitions=1)
-        store.close()
-        return _start(path)
 
     def body(ctx: BrokerCtx, m: int, acks: str) -> None:
         with _accounted(ctx):
@@ -280,21 +351,6 @@ def produce_rows(b: Bench, loopback: str) -> None:
             left = p.flush(60)
         if left:
             raise AssertionError(f"{left} records not delivered after flush(60)")
-
-    def finish(ctx: BrokerCtx, m: int, result: Result) -> int:
-        stats = _stop(ctx)
-        store = seglog.open(ctx.path / "store")
-        try:
-            end = store.offsets(TOPIC, 0)[1]
-        finally:
-            store.close()
-        rmtree(ctx.path)
-        if end != m or stats["messages_in"] != m:
-            got = stats["messages_in"]
-            raise AssertionError(f"{result.id}: log end offset {end}, messages in {got}, expected {m}")
-        cpu[result.id] += ctx.cpu
-        result.counters = {k: stats[k] for k in ("bytes_in", "messages_in")} | _cpu_shares(cpu[result.id])
-        return stats["bytes_in"]
 
     cpu: dict[str, list[tuple[float, float, float]]] = {"B1": [], "B2": []}
     target = Target("min_rate", 1_000_000)
@@ -312,9 +368,9 @@ def produce_rows(b: Bench, loopback: str) -> None:
         )
         b.timed(
             r,
-            setup,
+            lambda _m: fresh_broker(b),
             lambda ctx, m, a=acks: body(ctx, m, a),
-            lambda ctx, m, r=r: finish(ctx, m, r),
+            lambda ctx, m, r=r: produced(ctx, m, r, cpu[r.id]),
         )
 
 
@@ -322,18 +378,6 @@ def consume_rows(b: Bench, populated: SegCtx, loopback: str) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
     n = b.data.n
-
-    def setup(sendfile: bool) -> BrokerCtx:
-        ctx = BrokerCtx(
-            populated.path,
-            BrokerProcess(
-                populated.path / "store",
-                populated.path / "broker.log",
-                **{"socket.sendfile.enable": str(sendfile).lower()},
-            ),
-        )
-        ctx.counters = ctx.broker.stats()
-        return ctx
 
     def body(ctx: BrokerCtx) -> int:
         with _accounted(ctx):
@@ -353,15 +397,6 @@ def consume_rows(b: Bench, populated: SegCtx, loopback: str) -> None:
             c.close()
         return seen
 
-    def finish(ctx: BrokerCtx, result: Result) -> int:
-        before = ctx.counters
-        after = _stop(ctx)
-        passes = len(result.runs_ns) + 1  # with the warm-up
-        keys = ("bytes_out", "fetch_sendfile_bytes", "fetch_copied_bytes")
-        result.counters = {k: after[k] - before.get(k, 0) for k in keys}
-        result.counters |= {"passes": passes} | _cpu_shares(ctx.cpu)
-        return after["bytes_out"] // passes
-
     for id, sendfile in [("B3", True), ("B4", False)]:
         r = Result(
             id,
@@ -375,7 +410,9 @@ def consume_rows(b: Bench, populated: SegCtx, loopback: str) -> None:
             vs_loopback=loopback,
             target=Target("min_rate", 2_000_000) if sendfile else None,
         )
-        b.timed_reads(r, lambda s=sendfile: setup(s), body, lambda ctx, r=r: finish(ctx, r))
+        b.timed_reads(
+            r, lambda s=sendfile: reading_broker(populated, s), body, lambda ctx, r=r: consumed(ctx, r)
+        )
 
 
 def latency_row(b: Bench) -> None:
