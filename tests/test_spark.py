@@ -871,7 +871,7 @@ def test_broker_batch_write_equals_path_write(spark: SparkSession, tmp_path: Pat
             frame.write.format("seglog").options(**remote_options).mode("append").save()
             frame.write.format("seglog").options(**options).mode("append").save(str(local))
     assert logged(remote, ["a", "b", "c"]) == logged(local, ["a", "b", "c"])
-    assert sum(len(v) for v in logged(remote, ["a"])["a"].values()) == 203
+    assert sum(len(v) for v in logged(remote, ["a"])["a"].values()) == 204
     # Several write tasks at once, through the broker (no writer lock to take in turn).
     make_store(tmp_path / "many", {"t": 4})
     n = 20_000
