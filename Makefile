@@ -15,7 +15,7 @@ BENCH_ARGS ?=
 export VIRTUAL_ENV := $(CURDIR)/$(VENV)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: run test test-rust test-python test-crash lint bench bench-kcat bench-rust develop wheel clean
+.PHONY: run test test-rust test-python test-crash lint bench bench-kcat bench-spark bench-rust develop wheel clean
 
 $(PY):
 	@echo "==> creating $(VENV)"
@@ -67,6 +67,12 @@ lint: develop
 
 bench: develop $(VENV)/.bench-installed bench-kcat
 	OPENBLAS_NUM_THREADS=1 $(PY) benches/run.py $(BENCH_ARGS)
+	$(MAKE) --no-print-directory bench-spark
+
+# Spark reading seglog through path and through a broker, next to Parquet, and
+# writing through both (docs/spark.md). SPARK_BENCH_ARGS="--records 200000" for less.
+bench-spark: develop
+	$(PY) benches/bench_spark.py $(SPARK_BENCH_ARGS)
 
 # kcat (librdkafka's command-line client, a native program) for the broker rows
 # BK1-BK6: Debian's package, installed when missing (as root, as here). If it cannot

@@ -1,13 +1,18 @@
-"""Spark reading seglog vs Spark reading Parquet: the same 1,000,000 records.
+"""Spark reading seglog (through `path` and through a broker) vs Spark reading
+Parquet: the same 1,000,000 records.
 
     .venv/bin/python benches/bench_spark.py [--records N] [--value-bytes B] [--runs R] [--json FILE]
 
 Builds a store with one topic of 2 partitions holding N records of B-byte values,
 writes the same records (Spark's Kafka columns) as 2 Parquet files (one per
-partition, so both sources get 2 tasks), then on one local[2] SparkSession times
-`count(*), sum(length(value))` over each source: one warm-up, then the best of R
-runs. Also times a batch write of the N records into a seglog topic (2 tasks that
-take the store's writer lock in turn). Prints rows/s and the ratios.
+partition, so all sources get 2 tasks), then on one local[2] SparkSession times
+`count(*), sum(length(value))` over each source: the store opened by the
+executors (`path`), the same store served by a `seglog.Broker` in this process
+(`kafka.bootstrap.servers`: Fetch requests decoded into Arrow in Rust), and
+Parquet; one warm-up, then the best of R runs. Also times a batch write of the N
+records into a seglog topic, through `path` (2 tasks that take the store's writer
+lock in turn) and through the broker (2 tasks producing with acks=all). Prints
+rows/s and the ratios.
 """
 
 from __future__ import annotations
@@ -89,6 +94,18 @@ def main() -> None:
             r = df.selectExpr(*agg).first()
             assert r is not None and (r.n, r.bytes) == expected, r
 
+        servers = ""
+
+        def broker_read() -> None:
+            df = (
+                spark.read.format("seglog")
+                .option("subscribe", "bench")
+                .option("kafka.bootstrap.servers", servers)
+                .load()
+            )
+            r = df.selectExpr(*agg).first()
+            assert r is not None and (r.n, r.bytes) == expected, r
+
         def parquet_read() -> None:
             r = spark.read.parquet(str(parquet_dir)).selectExpr(*agg).first()
             assert r is not None and (r.n, r.bytes) == expected, r
@@ -101,9 +118,21 @@ def main() -> None:
                 "topic", topic
             ).mode("append").save(str(store_path))
 
+        def broker_write() -> None:
+            topic = f"remote{next(counter)}"
+            broker.store.create_topic(topic, partitions=2)  # Kafka's partitioner needs the topic first
+            spark.read.parquet(str(parquet_dir)).select("key", "value").write.format("seglog").option(
+                "topic", topic
+            ).option("kafka.bootstrap.servers", servers).mode("append").save()
+
         t_seglog = best_of(args.runs, seglog_read)
         t_parquet = best_of(args.runs, parquet_read)
         t_write = best_of(args.runs, seglog_write)
+        # The broker holds the store's writer lock, so its figures come last.
+        with seglog.Broker(store_path) as broker:
+            servers = broker.bootstrap_servers
+            t_broker = best_of(args.runs, broker_read)
+            t_broker_write = best_of(args.runs, broker_write)
         spark.stop()
 
     figures = {
@@ -114,15 +143,28 @@ def main() -> None:
         "parquet_read_s": round(t_parquet, 3),
         "parquet_read_rows_per_s": round(n / t_parquet),
         "seglog_over_parquet": round(t_parquet / t_seglog, 3),
+        "broker_read_s": round(t_broker, 3),
+        "broker_read_rows_per_s": round(n / t_broker),
+        "broker_over_path": round(t_seglog / t_broker, 3),
+        "broker_over_parquet": round(t_parquet / t_broker, 3),
         "seglog_write_s": round(t_write, 3),
         "seglog_write_rows_per_s": round(n / t_write),
+        "broker_write_s": round(t_broker_write, 3),
+        "broker_write_rows_per_s": round(n / t_broker_write),
     }
-    print(f"Spark reads seglog : {n / t_seglog:12,.0f} rows/s  ({t_seglog:.2f}s, best of {args.runs})")
-    print(f"Spark reads Parquet: {n / t_parquet:12,.0f} rows/s  ({t_parquet:.2f}s)")
-    print(f"seglog / Parquet   : {t_parquet / t_seglog:.2f}x the rows/s")
+    print(f"Spark reads seglog, path  : {n / t_seglog:12,.0f} rows/s  ({t_seglog:.2f}s, best of {args.runs})")
+    print(f"Spark reads seglog, broker: {n / t_broker:12,.0f} rows/s  ({t_broker:.2f}s)")
+    print(f"Spark reads Parquet       : {n / t_parquet:12,.0f} rows/s  ({t_parquet:.2f}s)")
+    print(f"path / Parquet            : {t_parquet / t_seglog:.2f}x the rows/s")
+    print(f"broker / Parquet          : {t_parquet / t_broker:.2f}x the rows/s")
+    print(f"broker / path             : {t_seglog / t_broker:.2f}x the rows/s")
     print(
-        f"Spark writes seglog: {n / t_write:12,.0f} rows/s  ({t_write:.2f}s, 2 tasks, "
+        f"Spark writes seglog, path  : {n / t_write:12,.0f} rows/s  ({t_write:.2f}s, 2 tasks, "
         "acks=1 + fsync at close)"
+    )
+    print(
+        f"Spark writes seglog, broker: {n / t_broker_write:12,.0f} rows/s  ({t_broker_write:.2f}s, 2 tasks, "
+        "idempotent produce, acks=all)"
     )
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pkgutil
+import socket
 import subprocess
 import sys
 import textwrap
@@ -612,9 +613,9 @@ def test_bad_source_and_sink_usage(spark: SparkSession, tmp_path: Path) -> None:
                 spark.read.format("seglog")
                 .option("kafka.bootstrap.servers", "h:9092")
                 .option("subscribe", "t")
-                .load()
+                .load(str(tmp_path))
             ),
-            "kafka.bootstrap.servers does not apply",
+            "are both set; give exactly one",
         ),
         (lambda: read(spark, tmp_path / "missing", subscribe="t").count(), "no store at path"),
         (
@@ -694,3 +695,311 @@ def test_bad_source_and_sink_usage(spark: SparkSession, tmp_path: Path) -> None:
             action()
         assert message in error_text(e), (message, error_text(e)[:2000])
     assert log_records(tmp_path, "t")[0] == []  # nothing was written by the failed writes
+
+
+# -- through a broker (kafka.bootstrap.servers) ----------------------------------------
+
+
+def read_remote(spark: SparkSession, broker: seglog.Broker, **options: str) -> DataFrame:
+    return (
+        spark.read.format("seglog")
+        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+        .options(**options)
+        .load()
+    )
+
+
+def test_broker_batch_read_equals_path_read(spark: SparkSession, tmp_path: Path) -> None:
+    base = 1_700_000_000_000
+    make_store(tmp_path, {"events": 2, "other": 1})
+    for p in range(2):
+        append(
+            tmp_path,
+            "events",
+            p,
+            [
+                (
+                    f"k{i}".encode(),
+                    f"v{p}-{i}".encode(),
+                    [("h", str(i).encode()), ("n", None)],
+                    base + 100 * i,
+                )
+                for i in range(40)
+            ]
+            + [(None, None), b"plain"],
+        )
+    append(tmp_path, "other", 0, [b"o1", b"o2"])
+    cases: list[dict[str, str]] = [
+        {"subscribe": "events"},
+        {"subscribe": "events", "includeHeaders": "true"},
+        {"subscribePattern": ".*"},
+        {"assign": json.dumps({"events": [1], "other": [0]})},
+        {
+            "subscribe": "events",
+            "startingOffsets": json.dumps({"events": {"0": 3, "1": -2}}),
+            "endingOffsets": json.dumps({"events": {"0": 30, "1": -1}}),
+        },
+        {"subscribe": "events", "startingTimestamp": str(base + 1_050), "endingTimestamp": str(base + 2_500)},
+        {"subscribe": "events", "minPartitions": "7"},
+    ]
+    with seglog.Broker(tmp_path) as broker:
+        for options in cases:
+            remote = read_remote(spark, broker, **options)
+            local = read(spark, tmp_path, **options)
+            assert remote.schema == local.schema
+            got = rows(remote)
+            assert got == rows(local), options
+            assert got, options
+        split = read_remote(spark, broker, subscribe="events", minPartitions="7").rdd.getNumPartitions()
+        assert split == read(spark, tmp_path, subscribe="events", minPartitions="7").rdd.getNumPartitions()
+        assert split > 2
+        # Data loss: the log start moves past what a query asks for.
+        broker.store.delete_records("events", 0, 25)
+        from_zero = json.dumps({"events": {"0": 0}})
+        with pytest.raises(PySparkException) as e:
+            read_remote(spark, broker, subscribe="events", startingOffsets=from_zero).count()
+        assert "failOnDataLoss" in error_text(e) and "log start offset 25" in error_text(e)
+        options = {"subscribe": "events", "startingOffsets": from_zero, "failOnDataLoss": "false"}
+        got = rows(read_remote(spark, broker, **options))
+        assert got == rows(read(spark, tmp_path, **options))
+        assert [r["offset"] for r in got if r["partition"] == 0] == list(range(25, 42))
+
+
+def stream_batches(
+    spark: SparkSession, checkpoint: Path, source: dict[str, str]
+) -> list[list[tuple[Any, ...]]]:
+    """Runs an availableNow query over topic t (at most 10 offsets a trigger) and
+    returns each non-empty micro-batch's (partition, offset, key, value), sorted."""
+    batches: list[list[tuple[Any, ...]]] = []
+
+    def sink(df: DataFrame, batch_id: int) -> None:
+        got = df.select("partition", "offset", "key", "value").collect()
+        if got:
+            batches.append(sorted((r.partition, r.offset, r.key, r.value) for r in got))
+
+    reader = spark.readStream.format("seglog").options(subscribe="t", maxOffsetsPerTrigger="10", **source)
+    q = (
+        reader.load()
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination(120)
+    assert q.exception() is None, q.exception()
+    return batches
+
+
+def test_broker_streaming_read_equals_path_read(spark: SparkSession, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    make_store(store, {"t": 2})
+    for p in range(2):
+        append(store, "t", p, [(f"k{i}".encode(), f"a{p}-{i}".encode()) for i in range(12)])
+    with seglog.Broker(store) as broker:
+        remote = {"kafka.bootstrap.servers": broker.bootstrap_servers}
+        local = {"path": str(store)}
+        for name, source in (("remote", remote), ("local", local)):
+            batches = stream_batches(spark, tmp_path / name, {**source, "startingOffsets": "earliest"})
+            assert [len(b) for b in batches] == [10, 10, 4], name
+        for p in range(2):  # more records, and both queries restarted from their checkpoints
+            broker.store.append("t", p, [(None, f"b{p}-{i}".encode()) for i in range(7)])
+        after = {
+            name: stream_batches(spark, tmp_path / name, source)
+            for name, source in (("remote", remote), ("local", local))
+        }
+        assert after["remote"] == after["local"]
+        assert sorted(x for b in after["remote"] for x in b) == [
+            (p, 12 + i, None, f"b{p}-{i}".encode()) for p in range(2) for i in range(7)
+        ]
+        # startingTimestamp and failOnDataLoss, as through a path.
+        broker.store.delete_records("t", 0, 5)
+        starting = json.dumps({"t": {"0": 0, "1": 0}})
+        with pytest.raises(Exception) as e:
+            stream_batches(spark, tmp_path / "strict", {**remote, "startingOffsets": starting})
+        assert "failOnDataLoss" in error_text(e)
+        lenient = {"startingOffsets": starting, "failOnDataLoss": "false"}
+        got = stream_batches(spark, tmp_path / "lenient-r", {**remote, **lenient})
+        assert got == stream_batches(spark, tmp_path / "lenient-l", {**local, **lenient})
+        assert sorted(x[:2] for b in got for x in b) == [(0, o) for o in range(5, 19)] + [
+            (1, o) for o in range(19)
+        ]
+        future = str(seglog_now_ms() + 3_600_000)
+        latest = {"startingTimestamp": future, "startingOffsetsByTimestampStrategy": "latest"}
+        assert stream_batches(spark, tmp_path / "ts", {**remote, **latest}) == []
+
+
+def seglog_now_ms() -> int:
+    import time
+
+    return int(time.time() * 1000)
+
+
+WRITE_ROWS = [
+    # key, value, topic, partition, headers
+    (b"k1", b"v1", "a", None, None),
+    (b"k2", b"v2", "a", None, None),
+    (None, b"v3", "b", None, None),
+    (b"k4", b"v4", "a", 2, None),
+    (b"k5", b"v5", "a", 2, [("trace", b"t5"), ("n", None)]),
+    (b"k6", None, "b", 0, None),
+] + [(f"key{i}".encode(), f"value{i}".encode(), "a", None, None) for i in range(200)]
+
+
+def logged(path: Path, topics: list[str]) -> dict[str, dict[int, list[tuple[Any, ...]]]]:
+    return {
+        t: {
+            p: [(r.offset, r.key, r.value, r.headers) for r in recs]
+            for p, recs in log_records(path, t).items()
+        }
+        for t in topics
+    }
+
+
+def test_broker_batch_write_equals_path_write(spark: SparkSession, tmp_path: Path) -> None:
+    remote, local = tmp_path / "remote", tmp_path / "local"
+    for store in (remote, local):
+        make_store(store, {"a": 3, "b": 1, "c": 1})
+    df = spark.createDataFrame(
+        WRITE_ROWS,
+        "key binary, value binary, topic string, partition int, "
+        "headers array<struct<key:string,value:binary>>",
+    )
+    strings = spark.createDataFrame([("x", "é", "b")], "key string, value string, topic string")
+    with seglog.Broker(remote) as broker:
+        for frame, options in ((df.coalesce(1), {}), (strings, {"topic": "c"})):
+            remote_options = {**options, "kafka.bootstrap.servers": broker.bootstrap_servers}
+            frame.write.format("seglog").options(**remote_options).mode("append").save()
+            frame.write.format("seglog").options(**options).mode("append").save(str(local))
+    assert logged(remote, ["a", "b", "c"]) == logged(local, ["a", "b", "c"])
+    assert sum(len(v) for v in logged(remote, ["a"])["a"].values()) == 204
+    # Several write tasks at once, through the broker (no writer lock to take in turn).
+    make_store(tmp_path / "many", {"t": 4})
+    n = 20_000
+    many = spark.range(n, numPartitions=4).select(
+        F.col("id").cast("string").cast("binary").alias("value"),
+        (F.col("id") % 4).cast("int").alias("partition"),
+    )
+    with seglog.Broker(tmp_path / "many") as broker:
+        many.write.format("seglog").option("topic", "t").option(
+            "kafka.bootstrap.servers", broker.bootstrap_servers
+        ).mode("append").save()
+    got = log_records(tmp_path / "many", "t")
+    for p in range(4):
+        assert sorted(int(present(r.value)) for r in got[p]) == [i for i in range(n) if i % 4 == p]
+
+
+def test_broker_streaming_write_equals_path_write(spark: SparkSession, tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    make_store(src, {"t": 2})
+    for p in range(2):
+        append(src, "t", p, [(f"k{i}".encode(), f"a{i}".encode()) for i in range(15)])
+    make_store(tmp_path / "remote", {"copy": 2})
+    make_store(tmp_path / "local", {"copy": 2})
+    with seglog.Broker(src) as source, seglog.Broker(tmp_path / "remote") as sink:
+
+        def copy(to: dict[str, str], checkpoint: str) -> None:
+            # Read through one broker, write through another (or into a path).
+            df = (
+                spark.readStream.format("seglog")
+                .option("kafka.bootstrap.servers", source.bootstrap_servers)
+                .options(subscribe="t", startingOffsets="earliest", maxOffsetsPerTrigger="8")
+                .load()
+            )
+            q = (
+                df.select("key", "value", "partition")
+                .writeStream.format("seglog")
+                .options(topic="copy", checkpointLocation=str(tmp_path / checkpoint), **to)
+                .trigger(availableNow=True)
+                .start()
+            )
+            q.awaitTermination(120)
+            assert q.exception() is None, q.exception()
+
+        copy({"kafka.bootstrap.servers": sink.bootstrap_servers}, "cp-remote")
+        copy({"path": str(tmp_path / "local")}, "cp-local")
+        for p in range(2):
+            source.store.append("t", p, [(f"k{i}".encode(), f"b{i}".encode()) for i in range(15, 20)])
+        copy({"kafka.bootstrap.servers": sink.bootstrap_servers}, "cp-remote")
+        copy({"path": str(tmp_path / "local")}, "cp-local")
+    remote, local = logged(tmp_path / "remote", ["copy"]), logged(tmp_path / "local", ["copy"])
+    assert remote == local
+    for p in range(2):
+        assert [(k, v) for _, k, v, _ in remote["copy"][p]] == [
+            (f"k{i}".encode(), f"{'a' if i < 15 else 'b'}{i}".encode()) for i in range(20)
+        ]
+
+
+def test_broker_bad_options(spark: SparkSession, tmp_path: Path) -> None:
+    make_store(tmp_path, {"t": 1})
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        free = f"127.0.0.1:{s.getsockname()[1]}"
+    with seglog.Broker(tmp_path) as broker:
+        servers = broker.bootstrap_servers
+        value = spark.createDataFrame([(b"k", b"v")], "key binary, value binary")
+        checks: list[tuple[Callable[[], object], str]] = [
+            (
+                lambda: (
+                    spark.read.format("seglog")
+                    .options(subscribe="t", **{"kafka.bootstrap.servers": servers})
+                    .load(str(tmp_path))
+                    .count()
+                ),
+                "are both set; give exactly one",
+            ),
+            (
+                lambda: (
+                    spark.read.format("seglog")
+                    .options(subscribe="t", **{"kafka.bootstrap.servers": "localhost"})
+                    .load()
+                    .count()
+                ),
+                "comma-separated list of HOST:PORT",
+            ),
+            (
+                lambda: (
+                    spark.read.format("seglog")
+                    .options(subscribe="t", **{"kafka.bootstrap.servers": free})
+                    .load()
+                    .count()
+                ),
+                "cannot reach the broker at kafka.bootstrap.servers",
+            ),
+            (
+                lambda: read_remote(spark, broker, assign='{"nope":[0]}').count(),
+                "topic 'nope' does not exist",
+            ),
+            (lambda: read_remote(spark, broker, assign='{"t":[3]}').count(), "no partition 3"),
+            (
+                lambda: (
+                    value.write.format("seglog")
+                    .options(topic="t", writeLockTimeoutMs="10", **{"kafka.bootstrap.servers": servers})
+                    .mode("append")
+                    .save()
+                ),
+                "writeLockTimeoutMs is for path",
+            ),
+            (
+                lambda: (
+                    value.write.format("seglog")
+                    .options(topic="missing", **{"kafka.bootstrap.servers": servers})
+                    .mode("append")
+                    .save()
+                ),
+                "topic 'missing' does not exist on the broker",
+            ),
+            (
+                lambda: (
+                    value.write.format("seglog")
+                    .options(topic="t", **{"kafka.bootstrap.servers": servers})
+                    .mode("append")
+                    .save(str(tmp_path))
+                ),
+                "are both set; give exactly one",
+            ),
+        ]
+        for action, message in checks:
+            with pytest.raises(Exception) as e:
+                action()
+            assert message in error_text(e), (message, error_text(e)[:2000])
+    assert log_records(tmp_path, "t")[0] == []

@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import _groups
-from .._store import Store
 from ..errors import SeglogError, UnknownTopicOrPartitionError
+from .log import LogAccess
 from .options import Offsets, TopicPartition, _ReadOptions
 
 log = logging.getLogger(__name__)
@@ -32,11 +32,11 @@ def _data_loss(o: _ReadOptions, message: str) -> None:
     log.warning("%s; skipping it (failOnDataLoss=false)", message)
 
 
-def _topic_partitions(store: Store, o: _ReadOptions) -> list[TopicPartition]:
+def _topic_partitions(log: LogAccess, o: _ReadOptions) -> list[TopicPartition]:
     if o.assign is not None:
         for t, p in o.assign:
             try:
-                count = store.partition_count(t)
+                count = log.partition_count(t)
             except UnknownTopicOrPartitionError:
                 raise UnknownTopicOrPartitionError(
                     f"seglog option assign: topic {t!r} does not exist"
@@ -46,19 +46,13 @@ def _topic_partitions(store: Store, o: _ReadOptions) -> list[TopicPartition]:
                     f"seglog option assign: topic {t!r} has {count} partition(s), no partition {p}"
                 )
         return sorted(o.assign)
-    topics = store.topics()
+    topics = log.topics()
     if o.subscribe is not None:
-        wanted = [t for t in topics if t in o.subscribe]
+        wanted = [t for t in sorted(topics) if t in o.subscribe]
     else:
         rx = re.compile(o.pattern or "")
-        wanted = [t for t in topics if t != _groups.OFFSETS_TOPIC and rx.fullmatch(t)]
-    out: list[TopicPartition] = []
-    for t in wanted:
-        try:
-            out.extend((t, p) for p in range(store.partition_count(t)))
-        except UnknownTopicOrPartitionError:  # deleted meanwhile
-            continue
-    return out
+        wanted = [t for t in sorted(topics) if t != _groups.OFFSETS_TOPIC and rx.fullmatch(t)]
+    return [(t, p) for t in wanted for p in range(topics[t])]
 
 
 def _check_named(spec: Offsets, tps: Sequence[TopicPartition], name: str) -> None:
@@ -68,31 +62,31 @@ def _check_named(spec: Offsets, tps: Sequence[TopicPartition], name: str) -> Non
         raise ValueError(f"seglog option {name} names partitions the query does not read: {names}")
 
 
-def _by_time(store: Store, tp: TopicPartition, ts: int, o: _ReadOptions, name: str) -> int:
-    r = store.offset_for_time(tp[0], tp[1], ts)
+def _by_time(log: LogAccess, tp: TopicPartition, ts: int, o: _ReadOptions, name: str) -> int:
+    r = log.offset_for_time(tp[0], tp[1], ts)
     if r is not None:
-        return r[0]
+        return r
     if o.timestamp_strategy == "latest" or name.startswith("ending"):
-        return store.offsets(*tp)[1]
+        return log.offsets(*tp)[1]
     raise ValueError(
         f"seglog option {name}: no record in {tp[0]}-{tp[1]} has a timestamp >= {ts}; "
         "set startingOffsetsByTimestampStrategy=latest to start at the end instead"
     )
 
 
-def _starting_offsets(store: Store, tps: Sequence[TopicPartition], o: _ReadOptions) -> Offsets:
+def _starting_offsets(log: LogAccess, tps: Sequence[TopicPartition], o: _ReadOptions) -> Offsets:
     out: Offsets = {}
     if o.starting_by_timestamp is not None and o.starting_timestamp is None:
         _check_named(o.starting_by_timestamp, tps, "startingOffsetsByTimestamp")
     if isinstance(o.starting, dict) and o.starting_timestamp is None and o.starting_by_timestamp is None:
         _check_named(o.starting, tps, "startingOffsets")
     for tp in tps:
-        log_start, log_end = store.offsets(*tp)
+        log_start, log_end = log.offsets(*tp)
         if o.starting_timestamp is not None:
-            out[tp] = _by_time(store, tp, o.starting_timestamp, o, "startingTimestamp")
+            out[tp] = _by_time(log, tp, o.starting_timestamp, o, "startingTimestamp")
             continue
         if o.starting_by_timestamp is not None and tp in o.starting_by_timestamp:
-            out[tp] = _by_time(store, tp, o.starting_by_timestamp[tp], o, "startingOffsetsByTimestamp")
+            out[tp] = _by_time(log, tp, o.starting_by_timestamp[tp], o, "startingOffsetsByTimestamp")
             continue
         spec = o.starting
         off = spec.get(tp, -2) if isinstance(spec, dict) else (-1 if spec == "latest" else -2)
@@ -114,18 +108,18 @@ def _starting_offsets(store: Store, tps: Sequence[TopicPartition], o: _ReadOptio
     return out
 
 
-def _ending_offsets(store: Store, tps: Sequence[TopicPartition], o: _ReadOptions) -> Offsets:
+def _ending_offsets(log: LogAccess, tps: Sequence[TopicPartition], o: _ReadOptions) -> Offsets:
     out: Offsets = {}
     if o.ending_by_timestamp is not None and o.ending_timestamp is None:
         _check_named(o.ending_by_timestamp, tps, "endingOffsetsByTimestamp")
     if isinstance(o.ending, dict) and o.ending_timestamp is None and o.ending_by_timestamp is None:
         _check_named(o.ending, tps, "endingOffsets")
     for tp in tps:
-        log_end = store.offsets(*tp)[1]
+        log_end = log.offsets(*tp)[1]
         if o.ending_timestamp is not None:
-            out[tp] = _by_time(store, tp, o.ending_timestamp, o, "endingTimestamp")
+            out[tp] = _by_time(log, tp, o.ending_timestamp, o, "endingTimestamp")
         elif o.ending_by_timestamp is not None and tp in o.ending_by_timestamp:
-            out[tp] = _by_time(store, tp, o.ending_by_timestamp[tp], o, "endingOffsetsByTimestamp")
+            out[tp] = _by_time(log, tp, o.ending_by_timestamp[tp], o, "endingOffsetsByTimestamp")
         else:
             off = o.ending.get(tp, -1) if isinstance(o.ending, dict) else -1
             if off > log_end:

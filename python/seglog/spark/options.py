@@ -9,18 +9,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .log import Location
+
 TopicPartition = tuple[str, int]
 Offsets = dict[TopicPartition, int]
 
 
-# Options of Spark's Kafka connector that configure its Kafka clients; they mean
-# nothing for an embedded store and are accepted and ignored, so that a Kafka
-# pipeline moves over by changing the format name and adding `path`.
+# Options of Spark's Kafka connector that configure its Kafka clients (other than
+# kafka.bootstrap.servers, which names the broker); they are accepted and ignored,
+# so that a Kafka pipeline moves over by changing the format name.
 _IGNORED_PREFIXES = ("kafka.", "fetchoffset.")
 _IGNORED = {"groupidprefix", "kafkaconsumer.polltimeoutms", "checkpointlocation"}  # the last: Spark's own
 
+_SERVERS = "kafka.bootstrap.servers"
+
 _READ_KEYS = {
     "path",
+    _SERVERS,
     "subscribe",
     "subscribepattern",
     "assign",
@@ -37,7 +42,7 @@ _READ_KEYS = {
     "maxrecordsperpartition",
     "includeheaders",
 }
-_WRITE_KEYS = {"path", "topic", "includeheaders", "writelocktimeoutms"}
+_WRITE_KEYS = {"path", _SERVERS, "topic", "includeheaders", "writelocktimeoutms"}
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -77,18 +82,33 @@ def _int(opts: Mapping[str, str], key: str, name: str, minimum: int) -> int | No
     return v
 
 
-def _path(opts: Mapping[str, str]) -> str:
+def _location(opts: Mapping[str, str]) -> Location:
+    """Exactly one of path (a store directory, opened by every worker) and
+    kafka.bootstrap.servers (a broker's host:port list, reached over the network)."""
     path = opts.get("path")
-    if not path:
-        hint = (
-            " (kafka.bootstrap.servers does not apply: seglog is a store directory, not a broker)"
-            if "kafka.bootstrap.servers" in opts
-            else ""
-        )
+    servers = opts.get(_SERVERS)
+    if path is not None and servers is not None:
         raise ValueError(
-            f"seglog: option path (the store directory) is required, e.g. .load('/data/store'){hint}"
+            f"seglog: options path ({path!r}) and kafka.bootstrap.servers ({servers!r}) are both set; "
+            "give exactly one: path for a store directory every worker can open, "
+            "kafka.bootstrap.servers for a broker serving the store"
         )
-    return path
+    if servers is not None:
+        entries = [e.strip() for e in servers.split(",")]
+        for e in entries:
+            host, sep, port = e.rpartition(":")
+            if not (sep and host and port.isdigit() and 0 < int(port) < 65536):
+                raise ValueError(
+                    f"seglog option kafka.bootstrap.servers must be a comma-separated list of "
+                    f"HOST:PORT, got {servers!r}"
+                )
+        return Location(bootstrap_servers=",".join(entries))
+    if not path:
+        raise ValueError(
+            "seglog: option path (the store directory) or kafka.bootstrap.servers (a broker) is "
+            "required, e.g. .load('/data/store') or .option('kafka.bootstrap.servers', 'host:9092')"
+        )
+    return Location(path=path)
 
 
 def _json_object(raw: str, name: str, example: str) -> dict[str, Any]:
@@ -130,7 +150,7 @@ def _offsets_json(raw: str, name: str) -> Offsets:
 
 @dataclass(frozen=True)
 class _ReadOptions:
-    path: str
+    location: Location
     subscribe: tuple[str, ...] | None = None
     pattern: str | None = None
     assign: tuple[TopicPartition, ...] | None = None
@@ -153,7 +173,7 @@ def _read_options(options: Mapping[str, str], streaming: bool | None) -> _ReadOp
     what a batch and a streaming read share."""
     o = _lower(options)
     _check_keys(o, _READ_KEYS, "source")
-    path = _path(o)
+    location = _location(o)
     given = [k for k in ("subscribe", "subscribepattern", "assign") if k in o]
     if len(given) != 1:
         raise ValueError(
@@ -236,7 +256,7 @@ def _read_options(options: Mapping[str, str], streaming: bool | None) -> _ReadOp
             raise ValueError("seglog source: option maxOffsetsPerTrigger is for streaming queries")
     default_start = "latest" if streaming else "earliest"
     return _ReadOptions(
-        path=path,
+        location=location,
         subscribe=subscribe,
         pattern=pattern,
         assign=assign,
@@ -257,7 +277,7 @@ def _read_options(options: Mapping[str, str], streaming: bool | None) -> _ReadOp
 
 @dataclass(frozen=True)
 class _WriteOptions:
-    path: str
+    location: Location
     topic: str | None
     lock_timeout_ms: int
 
@@ -269,4 +289,10 @@ def _write_options(options: Mapping[str, str]) -> _WriteOptions:
     topic = o.get("topic")
     if topic is not None and not topic.strip():
         raise ValueError("seglog option topic must not be empty")
-    return _WriteOptions(_path(o), topic, 60_000 if timeout is None else timeout)
+    location = _location(o)
+    if timeout is not None and location.path is None:
+        raise ValueError(
+            "seglog option writeLockTimeoutMs is for path (a store's writer lock); "
+            "through kafka.bootstrap.servers the broker is the store's one writer"
+        )
+    return _WriteOptions(location, topic, 60_000 if timeout is None else timeout)

@@ -1,5 +1,6 @@
 """Batch reads: a query's offset ranges, cut into tasks, and the reading of one
-range into Arrow batches (in executors, each opening the store read-only)."""
+range into Arrow batches (in executors, each opening the store read-only or
+fetching from the broker)."""
 
 from __future__ import annotations
 
@@ -11,24 +12,16 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from .._arrow import SCHEMA as _ARROW_SCHEMA
-from .._store import Store
-from .._store import open as open_store
 from ..errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from .log import LogAccess
 from .offsets import _data_loss, _ending_offsets, _starting_offsets, _topic_partitions
 from .options import _ReadOptions
 from .schema import _ARROW_NO_HEADERS
 
 # Records per Arrow batch a read task yields (see benches/bench_spark.py).
 _READ_BATCH_ROWS = 65_536
-# Bytes of log per read step inside Store.read_arrow.
+# Bytes of log per read step inside Store.read_arrow (per Fetch request through a broker).
 _READ_BYTES = 4 << 20
-
-
-def _open_read_only(path: str) -> Store:
-    try:
-        return open_store(path, read_only=True)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"seglog: no store at path {path!r}") from None
 
 
 @dataclass(frozen=True)
@@ -68,18 +61,25 @@ def _split(ranges: list[OffsetRange], o: _ReadOptions) -> list[OffsetRange]:
 
 
 def _read_range(o: _ReadOptions, r: OffsetRange) -> Iterator[pa.RecordBatch]:
-    store = _open_read_only(o.path)
+    log = o.location.open_reader()
+    try:
+        yield from _read_log_range(log, o, r)
+    finally:
+        log.close()
+
+
+def _read_log_range(log: LogAccess, o: _ReadOptions, r: OffsetRange) -> Iterator[pa.RecordBatch]:
     schema = _ARROW_SCHEMA if o.include_headers else _ARROW_NO_HEADERS
     width = len(schema)
     where = f"{r.topic}-{r.partition}"
     pos = r.start
     while pos < r.end:
         try:
-            batch, nexts = store.read_arrow(
-                [(r.topic, r.partition, pos)], min(r.end - pos, _READ_BATCH_ROWS), _READ_BYTES
+            batch, nxt = log.read_arrow(
+                r.topic, r.partition, pos, min(r.end - pos, _READ_BATCH_ROWS), _READ_BYTES
             )
         except OffsetOutOfRangeError:
-            log_start, log_end = store.offsets(r.topic, r.partition)
+            log_start, log_end = log.offsets(r.topic, r.partition)
             if pos < log_start:
                 _data_loss(
                     o,
@@ -96,9 +96,8 @@ def _read_range(o: _ReadOptions, r: OffsetRange) -> Iterator[pa.RecordBatch]:
             _data_loss(o, f"{where} no longer exists (offsets {pos}..{r.end - 1} unread)")
             return
         n = batch.num_rows
-        nxt = nexts[0]
         if nxt is None:
-            log_end = store.offsets(r.topic, r.partition)[1]
+            log_end = log.offsets(r.topic, r.partition)[1]
             _data_loss(
                 o, f"{where} now ends at offset {log_end}, before offset {r.end} the query planned to read"
             )
@@ -120,10 +119,13 @@ class _Reader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         o = self._o
-        store = _open_read_only(o.path)
-        tps = _topic_partitions(store, o)
-        starts = _starting_offsets(store, tps, o)
-        ends = _ending_offsets(store, tps, o)
+        log = o.location.open_reader()
+        try:
+            tps = _topic_partitions(log, o)
+            starts = _starting_offsets(log, tps, o)
+            ends = _ending_offsets(log, tps, o)
+        finally:
+            log.close()
         ranges = []
         for tp in tps:
             if starts[tp] > ends[tp]:

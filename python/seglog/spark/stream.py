@@ -16,10 +16,10 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from .._store import Store
+from .log import LogAccess
 from .offsets import _data_loss, _from_json, _starting_offsets, _to_json, _topic_partitions
 from .options import Offsets, _ReadOptions
-from .reader import OffsetRange, _open_read_only, _read_range, _split
+from .reader import OffsetRange, _read_range, _split
 
 
 class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -28,24 +28,25 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, o: _ReadOptions) -> None:
         self._o = o
         self._target: Offsets | None = None
-        self._store: Store | None = None
+        self._log: LogAccess | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        # read() runs on a pickled copy in an executor, which opens its own store.
-        return {"_o": self._o, "_target": None, "_store": None}
+        # read() runs on a pickled copy in an executor, which opens its own log.
+        return {"_o": self._o, "_target": None, "_log": None}
 
-    def _handle(self) -> Store:
-        if self._store is None or self._store.closed:
-            self._store = _open_read_only(self._o.path)
-        return self._store
+    def _handle(self) -> LogAccess:
+        # Kept open across the calls of one query run (one long-lived process).
+        if self._log is None:
+            self._log = self._o.location.open_reader()
+        return self._log
 
     def _log_ends(self) -> Offsets:
-        store = self._handle()
-        return {tp: store.offsets(*tp)[1] for tp in _topic_partitions(store, self._o)}
+        log = self._handle()
+        return {tp: log.offsets(*tp)[1] for tp in _topic_partitions(log, self._o)}
 
     def initialOffset(self) -> dict[str, Any]:
-        store = self._handle()
-        return _to_json(_starting_offsets(store, _topic_partitions(store, self._o), self._o))
+        log = self._handle()
+        return _to_json(_starting_offsets(log, _topic_partitions(log, self._o), self._o))
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._log_ends()

@@ -1,25 +1,19 @@
 """Batch and streaming writes: each task appends its rows through a Producer,
-holding the store's writer lock only while it appends."""
+holding the store's writer lock only while it appends, or produces them to a broker."""
 
 from __future__ import annotations
 
 import itertools
 import logging
-import random
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, DataType, IntegerType, StringType, StructType
 
-from .._producer import Producer
-from .._store import Store
-from .._store import open as open_store
-from ..errors import StoreLockedError
+from .log import Appender
 from .options import _WriteOptions
 
 log = logging.getLogger(__name__)
@@ -67,27 +61,6 @@ def _check_write_schema(schema: StructType, o: _WriteOptions) -> None:
             )
 
 
-def _open_for_write(o: _WriteOptions) -> Store:
-    """Opens the store for writing, waiting (with backoff) while another process
-    holds the writer lock, at most writeLockTimeoutMs."""
-    deadline = time.monotonic() + o.lock_timeout_ms / 1000
-    delay = 0.001
-    while True:
-        try:
-            return open_store(o.path)
-        except StoreLockedError as e:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise StoreLockedError(
-                    f"seglog sink: gave up waiting {o.lock_timeout_ms} ms (writeLockTimeoutMs) for the "
-                    f"writer lock of {o.path!r}: {e}. A store has one writer at a time; close the other "
-                    "writer (or open it read_only=True) while Spark writes, or raise writeLockTimeoutMs."
-                ) from None
-            # A failed attempt costs ~20 us: poll often, so the lock does not sit idle.
-            time.sleep(min(left, delay * random.uniform(0.5, 1.0)))
-            delay = min(delay * 2, 0.01)
-
-
 def _runs(n: int, *columns: pa.Array | None) -> list[tuple[int, int]]:
     """[start, end) row runs over which every given column is constant."""
     cuts = {0, n}
@@ -98,11 +71,7 @@ def _runs(n: int, *columns: pa.Array | None) -> list[tuple[int, int]]:
     return list(itertools.pairwise(points))
 
 
-def _as_bytes(v: Any) -> bytes | None:
-    return v.encode() if isinstance(v, str) else v
-
-
-def _write_batch(producer: Producer, batch: pa.RecordBatch, o: _WriteOptions, result: WriteResult) -> None:
+def _write_batch(appender: Appender, batch: pa.RecordBatch, o: _WriteOptions, result: WriteResult) -> None:
     names = batch.schema.names
     n = batch.num_rows
     if not n:
@@ -122,30 +91,14 @@ def _write_batch(producer: Producer, batch: pa.RecordBatch, o: _WriteOptions, re
         topic = o.topic if topic_col is None else topic_col[s].as_py()
         assert topic is not None
         p = None if part_col is None else part_col[s].as_py()
-        if headers is None:
-            k = None if key is None else key.slice(s, e - s)
-            for part, first, last in producer.send_batch(topic, value.slice(s, e - s), k, partition=p):
-                result.ranges.append((topic, part, first, last))
-        else:
-            futures = []
-            for i in range(s, e):
-                h = headers[i].as_py() or []
-                futures.append(
-                    producer.send(
-                        topic,
-                        _as_bytes(value[i].as_py()),
-                        key=None if key is None else _as_bytes(key[i].as_py()),
-                        headers=[(x["key"], _as_bytes(x["value"])) for x in h],
-                        partition=p,
-                    )
-                )
-            producer.flush()
-            spans: dict[int, tuple[int, int]] = {}
-            for f in futures:
-                md = f.get(0)
-                first, last = spans.get(md.partition, (md.offset, md.offset))
-                spans[md.partition] = (min(first, md.offset), max(last, md.offset))
-            result.ranges.extend((topic, part, first, last) for part, (first, last) in spans.items())
+        spans = appender.send(
+            topic,
+            p,
+            value.slice(s, e - s),
+            None if key is None else key.slice(s, e - s),
+            None if headers is None else headers.slice(s, e - s),
+        )
+        result.ranges.extend((topic, part, first, last) for part, first, last in spans)
         result.rows += e - s
 
 
@@ -163,18 +116,15 @@ def _write(o: _WriteOptions, batches: Iterator[pa.RecordBatch]) -> WriteResult:
             break
     if not any(b.num_rows for b in buffered):
         return result
-    store = _open_for_write(o)
+    # Through a path: acks=1 appends under the store's writer lock, and close()
+    # fsyncs everything once, before the task reports success. Through a broker:
+    # idempotent produce requests with acks=all.
+    appender = o.location.open_appender(o.lock_timeout_ms)
     try:
-        # acks=1: each send_batch returns once its batches are in the log; close()
-        # then fsyncs everything once, before the task reports success.
-        producer = Producer(store, acks=1)
-        try:
-            for batch in itertools.chain(buffered, batches):
-                _write_batch(producer, batch, o, result)
-        finally:
-            producer.close()
+        for batch in itertools.chain(buffered, batches):
+            _write_batch(appender, batch, o, result)
     finally:
-        store.close()
+        appender.close()
     return result
 
 
