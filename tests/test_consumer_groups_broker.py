@@ -311,8 +311,8 @@ def test_a_network_consumer_has_the_embedded_consumers_api(tmp_path: Path) -> No
     with seglog.Broker(tmp_path / "store", **GROUP_KEYS) as broker:
         store = broker.store
         store.create_topic("t", 2)
-        store.append("t", 0, [(None, b"a", 1000), (None, b"b", 2000), (None, b"c", 3000)])
-        store.append("t", 1, [(None, b"d", 1500)])
+        store.append("t", 0, [(None, b"a", None, 1000), (None, b"b", None, 2000), (None, b"c", None, 3000)])
+        store.append("t", 1, [(None, b"d", None, 1500)])
         servers = broker.bootstrap_servers
         with seglog.Consumer(
             bootstrap_servers=servers, auto_offset_reset="earliest", consumer_timeout_ms=200

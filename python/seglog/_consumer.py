@@ -176,8 +176,9 @@ class Consumer:
                     f"bootstrap_servers must be a 'HOST:PORT' str, got {type(bootstrap_servers).__name__}"
                 )
             if store is not None and not isinstance(store, str):
-                raise TypeError(
-                    "a Consumer with bootstrap_servers reads from the broker: pass topics, not a store"
+                raise InvalidConfigError(
+                    "a Consumer with bootstrap_servers reads from the broker: pass topics, not a "
+                    "store (or pass the store and no bootstrap_servers to read it in this process)"
                 )
             topics = ((store,) if isinstance(store, str) else ()) + topics
             client = RemoteClient(bootstrap_servers, c["client_id"], c["request_timeout_ms"])
@@ -294,7 +295,7 @@ class Consumer:
             raise ValueError("subscribe() needs topics or a pattern")
         self._subscription = set(names)
         self._pattern = re.compile(pattern) if pattern is not None else None
-        self._refresh_assignment(force=True)
+        self._refresh_assignment(force=True, join=False)
 
     def subscription(self) -> set[str] | None:
         return set(self._subscription) if self._subscription is not None else None
