@@ -12,6 +12,9 @@ use seglog_client::{ClientConfig, Cluster, MemberConfig};
 
 use crate::errors::PyResult;
 
+/// What `poll_assignment` answers Python: (generation, partitions, changed).
+type PolledAssignment = (i32, Vec<(String, i32)>, bool);
+
 #[pyclass(frozen, module = "seglog._native", name = "GroupMember")]
 pub struct GroupMember {
     member: seglog_client::GroupMember,
@@ -105,7 +108,7 @@ impl GroupMember {
     /// (generation, sorted [(topic, partition)], changed since the last
     /// call); rejoins first when the group rebalances (or on the first call),
     /// waiting for the rest of the group.
-    fn poll_assignment(&self, py: Python<'_>) -> PyResult<(i32, Vec<(String, i32)>, bool)> {
+    fn poll_assignment(&self, py: Python<'_>) -> PyResult<PolledAssignment> {
         let member = self.member()?;
         let a = py.detach(|| member.poll_assignment())?;
         Ok((a.generation, a.partitions, a.changed))
