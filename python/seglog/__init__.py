@@ -11,7 +11,7 @@
 from . import errors
 from ._broker import Broker
 from ._consumer import Consumer, IllegalStateError, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
-from ._groups import GroupInUseError
+from ._groups import CommitFailedError, GroupInUseError, GroupsThroughBrokerError
 from ._native import (
     ConsumerRecord,
     FutureRecordMetadata,
@@ -62,6 +62,8 @@ __all__ = [
     "OffsetAndTimestamp",
     "IllegalStateError",
     "GroupInUseError",
+    "GroupsThroughBrokerError",
+    "CommitFailedError",
     "FutureRecordMetadata",
     "RecordMetadata",
     "RecordInput",

@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import json
 import os
+import threading
 from collections.abc import Mapping
 
 from . import _native
@@ -11,6 +15,69 @@ from ._store import ConfigValue, Store, _kafka_names
 from ._store import open as open_store
 
 __all__ = ["Broker", "BROKER_KEYS"]
+
+#: What a serving broker writes in its store (removed at close): {"node_id", "listener", "pid"}.
+BROKER_FILE = ".broker.json"
+
+# The brokers serving in this process, by their store's real path: an embedded
+# Consumer of a group on such a store joins through it.
+_serving_lock = threading.Lock()
+_serving: dict[str, Broker] = {}
+
+
+def serving(store_path: str | os.PathLike[str]) -> Broker | None:
+    """The Broker of this process serving the store at ``store_path``, if any."""
+    with _serving_lock:
+        b = _serving.get(os.path.realpath(os.fspath(store_path)))
+    return b if b is not None and not b.closed else None
+
+
+def _forget_parent_brokers() -> None:
+    # A forked child runs none of its parent's brokers (their threads stayed behind).
+    global _serving_lock, _serving
+    _serving_lock = threading.Lock()
+    _serving = {}
+
+
+os.register_at_fork(after_in_child=_forget_parent_brokers)
+
+
+def announced(store_path: str | os.PathLike[str]) -> dict[str, object] | None:
+    """The ``.broker.json`` of a broker serving the store from another process, if
+    one is: its pid alive, named by the store's ``.lock`` and holding it (a crashed
+    broker leaves a stale file, which is not trusted)."""
+    path = os.fspath(store_path)
+    try:
+        with open(os.path.join(path, BROKER_FILE)) as f:
+            info = json.load(f)
+        pid = int(info["pid"])
+        str(info["listener"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if pid == os.getpid() or pid <= 0:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass  # alive, another user's
+    lock_path = os.path.join(path, ".lock")
+    try:
+        with open(lock_path) as f:
+            if f.read().strip() != str(pid):
+                return None
+            try:
+                fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError as e:
+                if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    return dict(info)  # held, by the pid the file names
+                return None
+            fcntl.flock(f, fcntl.LOCK_UN)
+            return None  # nobody holds it: the broker is gone
+    except OSError:
+        return None
+
 
 #: The broker's own config keys; every other key is a store or topic key.
 BROKER_KEYS: frozenset[str] = frozenset(_native.BROKER_KEYS)
@@ -76,6 +143,8 @@ class Broker:
             raise
         self._store = store
         self._owned_store = owned
+        with _serving_lock:
+            _serving[os.path.realpath(os.fspath(store.path))] = self
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"listening on {self.bootstrap_servers}"
@@ -134,6 +203,10 @@ class Broker:
     def close(self, timeout: float = 10.0) -> None:
         """Stop accepting, finish in-flight requests (up to ``timeout`` s), stop serving;
         then close the store if the broker opened it."""
+        with _serving_lock:
+            key = os.path.realpath(os.fspath(self._store.path))
+            if _serving.get(key) is self:
+                del _serving[key]
         self._native.close(timeout)
         if self._owned_store and not self._store.closed:
             self._store.close()

@@ -1,4 +1,4 @@
-"""The Consumer: Kafka's consumer API over an embedded store."""
+"""The Consumer: Kafka's consumer API over an embedded store or a broker."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import _groups
-from ._native import ConsumerRecord
+from . import _broker, _groups
+from ._backends import LocalLog, RemoteLog
+from ._native import ConsumerRecord, RemoteClient
 from ._store import Store, open_for_client
 from .errors import (
     ClientClosedError,
@@ -56,6 +57,15 @@ _DEFAULTS: dict[str, Any] = {
     "consumer_timeout_ms": float("inf"),
     "metadata_max_age_ms": 1000,
     "read_only": None,
+    # Group membership through a broker's coordinator (Kafka's names).
+    "group_instance_id": None,
+    "session_timeout_ms": 45000,
+    "heartbeat_interval_ms": 3000,
+    "max_poll_interval_ms": 300000,
+    "partition_assignment_strategy": ("range", "roundrobin"),
+    "client_id": "seglog",
+    "request_timeout_ms": 30000,
+    "fetch_max_wait_ms": 500,
 }
 
 
@@ -85,8 +95,23 @@ class Consumer:
     (the default, as Kafka's), or ``"none"`` (raise). With a ``group_id``,
     offsets are committed to the internal topic ``__consumer_offsets``
     (automatically every ``auto_commit_interval_ms`` if ``enable_auto_commit``)
-    and survive restarts. On an embedded store a group has one member at a
-    time: a second member, in this process or another, gets GroupInUseError.
+    and survive restarts. On an embedded store with no broker a group has one
+    member at a time: a second member, in this process or another, gets
+    GroupInUseError.
+
+    ``Consumer(*topics, group_id=..., bootstrap_servers="HOST:PORT")`` (no store)
+    consumes from a broker, seglog's or Kafka's: it fetches over the network and
+    its group goes through the broker's coordinator (Kafka's classic protocol,
+    ``partition_assignment_strategy`` "range" and/or "roundrobin",
+    ``session_timeout_ms``, ``heartbeat_interval_ms``, ``max_poll_interval_ms``,
+    static membership with ``group_instance_id``). It joins in :meth:`poll` and
+    follows rebalances there; with ``enable_auto_commit`` it commits before
+    rejoining. An embedded consumer with a ``group_id`` on a store that a
+    :class:`seglog.Broker` serves in this process joins through that broker too
+    (sharing the group with network members) while reading the log locally. In
+    another process than the broker's it refuses a ``group_id`` with
+    GroupsThroughBrokerError naming the broker's address (use
+    ``bootstrap_servers=``); without one it reads read-only.
 
     ``store`` may be a path: it is opened for writing if no other process
     writes it, else read-only (``read_only=True``/``False`` forces either). A
@@ -106,7 +131,12 @@ class Consumer:
     """
 
     def __init__(
-        self, store: Store | str | os.PathLike[str], *topics: str, group_id: str | None = None, **config: Any
+        self,
+        store: Store | str | os.PathLike[str] | None = None,
+        *topics: str,
+        group_id: str | None = None,
+        bootstrap_servers: str | None = None,
+        **config: Any,
     ) -> None:
         unknown = set(config) - set(_DEFAULTS)
         if unknown:
@@ -118,46 +148,82 @@ class Consumer:
             raise ValueError(
                 f"auto_offset_reset must be earliest, latest or none; got {c['auto_offset_reset']!r}"
             )
-        for name in ("auto_commit_interval_ms", "max_poll_records", "max_partition_fetch_bytes"):
+        for name in (
+            "auto_commit_interval_ms",
+            "max_poll_records",
+            "max_partition_fetch_bytes",
+            "session_timeout_ms",
+            "heartbeat_interval_ms",
+            "max_poll_interval_ms",
+            "request_timeout_ms",
+            "fetch_max_wait_ms",
+        ):
             if not isinstance(c[name], int) or isinstance(c[name], bool) or c[name] <= 0:
                 raise ValueError(f"{name} must be a positive int, got {c[name]!r}")
+        strategy = c["partition_assignment_strategy"]
+        c["partition_assignment_strategy"] = [strategy] if isinstance(strategy, str) else list(strategy)
         if group_id is not None and not isinstance(group_id, str):
             raise TypeError(f"group_id must be str or None, got {type(group_id).__name__}")
         self._config = c
         self._owns_store = False
-        if isinstance(store, Store):
-            opened = store
-        elif isinstance(store, (str, os.PathLike)):
-            ro = c["read_only"]
-            if ro is None:
-                try:
-                    opened, self._owns_store = open_for_client(store)
-                except StoreLockedError:
-                    opened, self._owns_store = open_for_client(store, read_only=True)
-            else:
-                opened, self._owns_store = open_for_client(store, read_only=bool(ro))
+        self._store: Store | None = None
+        self._group: _groups.StoreGroup | _groups.CoordinatedGroup | None = None
+        self._log: LocalLog | RemoteLog
+        servers: str | None = None
+        if bootstrap_servers is not None:
+            if not isinstance(bootstrap_servers, str):
+                raise TypeError(
+                    f"bootstrap_servers must be a 'HOST:PORT' str, got {type(bootstrap_servers).__name__}"
+                )
+            if store is not None and not isinstance(store, str):
+                raise InvalidConfigError(
+                    "a Consumer with bootstrap_servers reads from the broker: pass topics, not a "
+                    "store (or pass the store and no bootstrap_servers to read it in this process)"
+                )
+            topics = ((store,) if isinstance(store, str) else ()) + topics
+            client = RemoteClient(bootstrap_servers, c["client_id"], c["request_timeout_ms"])
+            self._log = RemoteLog(client, c["fetch_max_wait_ms"])
+            servers = bootstrap_servers
         else:
-            raise TypeError(f"store must be a seglog.Store or a path, got {type(store).__name__}")
-        self._store = opened
-        self._native = opened._native
+            if store is None:
+                raise TypeError("Consumer needs a store (a seglog.Store or a path) or bootstrap_servers=")
+            opened = self._open(store)
+            self._store = opened
+            self._log = LocalLog(opened)
+            served = _broker.serving(opened.path) if group_id is not None else None
+            servers = served.bootstrap_servers if served is not None else None
         self.group_id = group_id
         self._closed = False
-        self._lock: _groups.GroupLock | None = None
         self._committed: dict[tuple[str, int], tuple[int, str]] = {}
         try:
             if group_id is not None:
-                if c["enable_auto_commit"] and opened.read_only:
-                    raise ReadOnlyStoreError(
-                        "a consumer group cannot commit offsets on a read-only store: pass "
-                        "enable_auto_commit=False, or consume in the process that writes the store"
+                if servers is not None:
+                    # Through the coordinator (a broker in this process, over
+                    # loopback, when the store is local): the same group as network members.
+                    self._group = _groups.CoordinatedGroup(
+                        servers,
+                        group_id,
+                        [],
+                        instance_id=c["group_instance_id"],
+                        session_timeout_ms=c["session_timeout_ms"],
+                        rebalance_timeout_ms=c["max_poll_interval_ms"],
+                        heartbeat_interval_ms=c["heartbeat_interval_ms"],
+                        assignors=c["partition_assignment_strategy"],
+                        client_id=c["client_id"],
+                        timeout_ms=c["request_timeout_ms"],
                     )
-                self._lock = _groups.GroupLock(str(opened.path), group_id)
-                self._committed = _groups.load_committed(self._native, group_id)
+                else:
+                    assert self._store is not None
+                    self._check_no_broker_elsewhere(self._store, group_id)
+                    if c["enable_auto_commit"] and self._store.read_only:
+                        raise ReadOnlyStoreError(
+                            "a consumer group cannot commit offsets on a read-only store: pass "
+                            "enable_auto_commit=False, or consume in the process that writes the store"
+                        )
+                    self._group = _groups.StoreGroup(self._store, group_id)
+                self._committed = self._group.committed()
         except BaseException:
-            if self._lock is not None:
-                self._lock.release()
-            if self._owns_store:
-                opened.close()
+            self._release()
             raise
         self._subscription: set[str] | None = None
         self._pattern: re.Pattern[str] | None = None
@@ -171,6 +237,42 @@ class Consumer:
         self._next_partition = 0
         if topics:
             self.subscribe(topics)
+
+    def _open(self, store: Store | str | os.PathLike[str]) -> Store:
+        if isinstance(store, Store):
+            return store
+        if not isinstance(store, (str, os.PathLike)):
+            raise TypeError(f"store must be a seglog.Store or a path, got {type(store).__name__}")
+        ro = self._config["read_only"]
+        if ro is None:
+            try:
+                opened, self._owns_store = open_for_client(store)
+            except StoreLockedError:
+                opened, self._owns_store = open_for_client(store, read_only=True)
+        else:
+            opened, self._owns_store = open_for_client(store, read_only=bool(ro))
+        return opened
+
+    def _check_no_broker_elsewhere(self, store: Store, group_id: str) -> None:
+        info = _broker.announced(store.path) if store.read_only else None
+        if info is None:
+            return
+        listener = info["listener"]
+        raise _groups.GroupsThroughBrokerError(
+            f"the store {str(store.path)!r} is served by a seglog broker (pid {info['pid']}) at "
+            f"{listener}: consumer group {group_id!r} goes through its group coordinator; pass "
+            f'bootstrap_servers="{listener}" to seglog.Consumer (or use a Kafka client). '
+            "Without group_id this consumer could read the store read-only."
+        )
+
+    def _release(self) -> None:
+        if self._group is not None:
+            self._group.close()
+            self._group = None
+        self._log.close()
+        if self._owns_store and self._store is not None:
+            self._store.close()
+            self._owns_store = False
 
     # -- subscription and assignment ---------------------------------------------
 
@@ -193,7 +295,7 @@ class Consumer:
             raise ValueError("subscribe() needs topics or a pattern")
         self._subscription = set(names)
         self._pattern = re.compile(pattern) if pattern is not None else None
-        self._refresh_assignment(force=True)
+        self._refresh_assignment(force=True, join=False)
 
     def subscription(self) -> set[str] | None:
         return set(self._subscription) if self._subscription is not None else None
@@ -212,14 +314,16 @@ class Consumer:
             raise IllegalStateError("assign() after subscribe(): use one or the other")
         tps = [_tp(p) for p in partitions]
         for tp in tps:
-            if not 0 <= tp.partition < self._native.partition_count(tp.topic):
+            if not 0 <= tp.partition < self._log.partition_count(tp.topic):
                 raise UnknownTopicOrPartitionError(f"topic {tp.topic!r} has no partition {tp.partition}")
         self._manual = True
         self._set_assignment(tps)
 
     def assignment(self) -> set[TopicPartition]:
+        """The partitions assigned. A member of a group through a broker gets them
+        when it joins, in :meth:`poll` (as in Kafka): empty until then."""
         self._check()
-        self._refresh_assignment()
+        self._refresh_assignment(join=False)
         return set(self._assignment)
 
     def _set_assignment(self, tps: list[TopicPartition]) -> None:
@@ -230,23 +334,67 @@ class Consumer:
                 del self._positions[tp]
                 self._pending.pop(tp, None)
 
-    def _refresh_assignment(self, force: bool = False) -> None:
+    def _refresh_assignment(self, force: bool = False, join: bool = True) -> None:
         if self._subscription is None:
             return
+        group = self._group
+        coordinated = isinstance(group, _groups.CoordinatedGroup)
         now = time.monotonic()
-        if not force and now - self._metadata_checked < self._config["metadata_max_age_ms"] / 1000:
+        if force or now - self._metadata_checked >= self._config["metadata_max_age_ms"] / 1000:
+            self._metadata_checked = now
+            if coordinated:
+                assert isinstance(group, _groups.CoordinatedGroup)
+                # The subscription is names (a pattern is matched here, as Kafka's
+                # consumers do); a change rejoins.
+                names = set(self._subscription)
+                if self._pattern is not None:
+                    names.update(self._wanted_topics())
+                group.member.subscribe(sorted(names))
+            else:
+                self._assign_all()
+        if coordinated and join:
+            assert isinstance(group, _groups.CoordinatedGroup)
+            self._follow_group(group)
+
+    def _wanted_topics(self) -> list[str]:
+        assert self._subscription is not None
+        return [
+            t
+            for t in self._log.topics()
+            if t in self._subscription
+            or (t != _groups.OFFSETS_TOPIC and self._pattern and self._pattern.fullmatch(t))
+        ]
+
+    def _follow_group(self, group: _groups.CoordinatedGroup) -> None:
+        """Rejoin when the group rebalances (committing first with
+        enable_auto_commit, as Kafka's consumers do), and take the assignment."""
+        member = group.member
+        if member.needs_rejoin and self._config["enable_auto_commit"] and member.generation >= 0:
+            try:
+                self.commit()
+            except _groups.CommitFailedError:
+                pass  # the group moved on already: the new owner starts from the last commit
+        _, partitions, changed = member.poll_assignment()
+        if not changed:
             return
-        self._metadata_checked = now
-        topics = self._native.topics()
-        wanted = [
-            t for t in topics if t in self._subscription or (self._pattern and self._pattern.fullmatch(t))
-        ]
-        tps = [
-            TopicPartition(t, p)
-            for t in wanted
-            if t != _groups.OFFSETS_TOPIC or t in self._subscription
-            for p in range(self._native.partition_count(t))
-        ]
+        before = set(self._assignment)
+        tps = [TopicPartition(t, p) for t, p in partitions]
+        new = [tp for tp in tps if tp not in before]
+        if new:
+            # Another member may have committed them since this one last had them.
+            fresh = group.committed([(tp.topic, tp.partition) for tp in new])
+            for tp in new:
+                key = (tp.topic, tp.partition)
+                if key in fresh:
+                    self._committed[key] = fresh[key]
+                else:
+                    self._committed.pop(key, None)
+        self._set_assignment(tps)
+
+    def _assign_all(self) -> None:
+        assert self._subscription is not None
+        wanted = self._wanted_topics()
+        tps = [TopicPartition(t, p) for t in wanted for p in range(self._log.partition_count(t))]
         if tps != self._assignment:
             self._set_assignment(tps)
 
@@ -254,7 +402,7 @@ class Consumer:
 
     def _reset(self, tp: TopicPartition, strategy: str | None = None) -> int:
         strategy = strategy or self._config["auto_offset_reset"]
-        start, end = self._native.offsets(tp.topic, tp.partition)
+        start, end = self._log.offsets(tp.topic, tp.partition)
         if strategy == "earliest":
             return start
         if strategy == "latest":
@@ -306,13 +454,13 @@ class Consumer:
         self, partitions: Iterable[TopicPartition | tuple[str, int]]
     ) -> dict[TopicPartition, int]:
         self._check()
-        return {tp: self._native.offsets(tp.topic, tp.partition)[0] for tp in map(_tp, partitions)}
+        return {tp: self._log.offsets(tp.topic, tp.partition)[0] for tp in map(_tp, partitions)}
 
     def end_offsets(
         self, partitions: Iterable[TopicPartition | tuple[str, int]]
     ) -> dict[TopicPartition, int]:
         self._check()
-        return {tp: self._native.offsets(tp.topic, tp.partition)[1] for tp in map(_tp, partitions)}
+        return {tp: self._log.offsets(tp.topic, tp.partition)[1] for tp in map(_tp, partitions)}
 
     def offsets_for_times(
         self, timestamps: dict[TopicPartition, int] | dict[tuple[str, int], int]
@@ -323,7 +471,7 @@ class Consumer:
         for key, ts in timestamps.items():
             tp = _tp(key)
             _offset(ts, "timestamps (ms)")
-            r = self._native.offset_for_time(tp.topic, tp.partition, ts)
+            r = self._log.offset_for_time(tp.topic, tp.partition, ts)
             out[tp] = None if r is None else OffsetAndTimestamp(*r)
         return out
 
@@ -338,7 +486,7 @@ class Consumer:
             return pending
         pos = self._position(tp)
         fetch = self._config["max_partition_fetch_bytes"]
-        read = self._native.read_next
+        read = self._log.read_next
         try:
             records, next_offset = read(tp.topic, tp.partition, pos, fetch, limit)
             # A compacted log may hold batches the cleaner emptied: step past them.
@@ -391,7 +539,7 @@ class Consumer:
                 time.sleep(min(timeout_s, 0.1))
             return
         requests = [(tp.topic, tp.partition, self._position(tp)) for tp in self._assignment]
-        self._native.wait_for_data(requests, min(timeout_s, 1.0))
+        self._log.wait_for_data(requests, min(timeout_s, 1.0))
 
     def poll(
         self, timeout_ms: float = 0, max_records: int | None = None
@@ -473,12 +621,12 @@ class Consumer:
                 del self._pending[tp]
             requests = [(tp.topic, tp.partition, self._position(tp)) for tp in self._assignment]
             try:
-                batch, nexts = self._store.read_arrow(requests, max_records, 1 << 20)
+                batch, nexts = self._log.read_arrow(requests, max_records, 1 << 20)
             except OffsetOutOfRangeError:
                 if self._config["auto_offset_reset"] == "none":
                     raise
                 for tp in self._assignment:
-                    start, end = self._native.offsets(tp.topic, tp.partition)
+                    start, end = self._log.offsets(tp.topic, tp.partition)
                     if not start <= self._position(tp) <= end:
                         self._positions[tp] = self._reset(tp)
                 continue
@@ -492,18 +640,18 @@ class Consumer:
 
     # -- commits ------------------------------------------------------------------
 
-    def _need_group(self) -> str:
-        if self.group_id is None:
+    def _need_group(self) -> _groups.StoreGroup | _groups.CoordinatedGroup:
+        if self._group is None:
             raise IllegalStateError("commit needs a group_id")
-        return self.group_id
+        return self._group
 
     def commit(self, offsets: dict[Any, OffsetAndMetadata | int] | None = None) -> None:
         """Commit ``offsets`` ({(topic, partition): offset}), or every assigned
-        partition's current position. Durable when this returns."""
+        partition's current position. Durable when this returns. Through a broker
+        the commit carries the member's generation: after a rebalance the
+        coordinator refuses it (CommitFailedError) and the next poll rejoins."""
         self._check()
         group = self._need_group()
-        if self._store.read_only:
-            raise ReadOnlyStoreError("commit: this consumer's store is read-only")
         if offsets is None:
             todo = {
                 (tp.topic, tp.partition): (self.position(tp), "")
@@ -520,16 +668,20 @@ class Consumer:
                 tp = _tp(k)
                 om = v if isinstance(v, OffsetAndMetadata) else OffsetAndMetadata(v)
                 todo[(tp.topic, tp.partition)] = (_offset(om.offset), om.metadata)
-        _groups.commit(self._native, group, todo)
+        group.commit(todo)
         self._committed.update(todo)
         self._last_commit = time.monotonic()
 
     def committed(self, partition: TopicPartition | tuple[str, int]) -> int | None:
         """The group's last committed offset for a partition, or None."""
         self._check()
-        self._need_group()
+        group = self._need_group()
         tp = _tp(partition)
-        c = self._committed.get((tp.topic, tp.partition))
+        if group.coordinated:  # other members commit too: ask the coordinator
+            fresh = group.committed([(tp.topic, tp.partition)])
+            c = fresh.get((tp.topic, tp.partition))
+        else:
+            c = self._committed.get((tp.topic, tp.partition))
         return None if c is None else c[0]
 
     def _maybe_auto_commit(self) -> None:
@@ -549,10 +701,7 @@ class Consumer:
                 self.commit()
         finally:
             self._closed = True
-            if self._lock is not None:
-                self._lock.release()
-            if self._owns_store:
-                self._store.close()
+            self._release()
 
     @property
     def closed(self) -> bool:

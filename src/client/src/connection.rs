@@ -36,6 +36,15 @@ pub const IMPLEMENTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::FindCoordinator, 0, 3),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 5),
+    // The classic group protocol (group.rs): JoinGroup v4 brings KIP-394's
+    // member-id round trip, v5 static membership; OffsetFetch v8 and
+    // OffsetCommit v8+ change shape (batched groups, member epochs).
+    (ApiKey::JoinGroup, 0, 5),
+    (ApiKey::SyncGroup, 0, 3),
+    (ApiKey::Heartbeat, 0, 3),
+    (ApiKey::LeaveGroup, 0, 3),
+    (ApiKey::OffsetCommit, 2, 7),
+    (ApiKey::OffsetFetch, 1, 7),
 ];
 
 /// A request this client sends, with its answer's type. (The crate's own
@@ -65,6 +74,12 @@ requests! {
     FindCoordinator: FindCoordinatorRequest => FindCoordinatorResponse,
     CreateTopics: CreateTopicsRequest => CreateTopicsResponse,
     DeleteTopics: DeleteTopicsRequest => DeleteTopicsResponse,
+    JoinGroup: JoinGroupRequest => JoinGroupResponse,
+    SyncGroup: SyncGroupRequest => SyncGroupResponse,
+    Heartbeat: HeartbeatRequest => HeartbeatResponse,
+    LeaveGroup: LeaveGroupRequest => LeaveGroupResponse,
+    OffsetCommit: OffsetCommitRequest => OffsetCommitResponse,
+    OffsetFetch: OffsetFetchRequest => OffsetFetchResponse,
 }
 
 /// The version chosen per API for one broker.

@@ -4,7 +4,8 @@
 //! Layout: `connection` (one broker: framing, ApiVersions, version choice),
 //! `cluster` (bootstrap, Metadata, a pool of connections per node, retries
 //! with a metadata refresh), then one module per job: `fetch`,
-//! `list_offsets`, `producer` (idempotent), `admin`. Messages are coded by the
+//! `list_offsets`, `producer` (idempotent), `admin`, `group` (a consumer
+//! group's member). Messages are coded by the
 //! `kafka-protocol` crate; record batches stay opaque bytes, built and decoded
 //! (CRC-checked) by seglog-core, which also does their compression.
 
@@ -14,6 +15,7 @@ pub mod config;
 pub mod connection;
 pub mod errors;
 pub mod fetch;
+pub mod group;
 pub mod list_offsets;
 pub mod producer;
 
@@ -23,5 +25,6 @@ pub use connection::{Connection, Request, Versions, IMPLEMENTED};
 pub use fetch::{
     fetch, fetch_columns, fetch_one, FetchOptions, FetchPartition, FetchedPartition, FetchedRecord,
 };
+pub use group::{Assignment, CommittedOffset, GroupMember, MemberConfig};
 pub use list_offsets::{list_offset, list_offsets, EARLIEST, LATEST};
 pub use producer::{IdempotentProducer, ProduceResult, ProducerConfig};
