@@ -36,6 +36,11 @@ pub const IMPLEMENTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::FindCoordinator, 0, 3),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 5),
+    (ApiKey::ListGroups, 0, 4),
+    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::OffsetFetch, 1, 7),
+    (ApiKey::OffsetCommit, 2, 8),
+    (ApiKey::DeleteGroups, 0, 2),
 ];
 
 /// A request this client sends, with its answer's type. (The crate's own
@@ -65,6 +70,11 @@ requests! {
     FindCoordinator: FindCoordinatorRequest => FindCoordinatorResponse,
     CreateTopics: CreateTopicsRequest => CreateTopicsResponse,
     DeleteTopics: DeleteTopicsRequest => DeleteTopicsResponse,
+    ListGroups: ListGroupsRequest => ListGroupsResponse,
+    DescribeGroups: DescribeGroupsRequest => DescribeGroupsResponse,
+    OffsetFetch: OffsetFetchRequest => OffsetFetchResponse,
+    OffsetCommit: OffsetCommitRequest => OffsetCommitResponse,
+    DeleteGroups: DeleteGroupsRequest => DeleteGroupsResponse,
 }
 
 /// The version chosen per API for one broker.
