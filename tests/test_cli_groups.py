@@ -299,3 +299,33 @@ def test_a_live_group_through_the_broker(tmp_path: Path) -> None:
         assert "GROUP_ID_NOT_FOUND" in error("delete", "nobody", *b)
         assert ok("delete", "live", *b).startswith("Deletion of requested consumer groups ('live')")
         assert ok("list", *b) == ""
+
+
+def test_members_a_stopped_broker_recorded_keep_the_group_from_store_writes(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    broker = seglog.Broker(path, **GROUP_KEYS)
+    broker.store.create_topic("t", 1)
+    c = KafkaConsumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": "kept",
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000,
+        }
+    )
+    try:
+        c.subscribe(["t"])
+        _wait(lambda: c.poll(0.1) is None and bool(c.assignment()), 60, "an assignment")
+        broker.close()  # the member is still in the group's last metadata record
+        d = described("--store", str(path), group="kept")
+        assert d["state"] == "Stable" and len(d["members"]) == 1
+        assert d["members"][0]["assignment"] == [["t", 0]]
+        line = error("delete", "kept", "--store", str(path))
+        assert "1 member(s)" in line and "--bootstrap-server" in line, line
+        line = error(
+            "reset-offsets", "kept", "--store", str(path), "--topic", "t", "--to-earliest", "--execute"
+        )
+        assert "1 member(s)" in line, line
+    finally:
+        broker.close()
+        c.close()

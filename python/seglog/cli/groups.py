@@ -194,6 +194,14 @@ def _embedded_writer(args: argparse.Namespace, group: str, doing: str) -> Iterat
         with open_writer(args) as store:
             backend = Embedded(store, path)
             backend.check_locks = False  # this process holds the lock: testing it would drop it
+            g = backend.describe(group)
+            if g is not None and g.members:
+                # A broker that served the store recorded members: it would bring them back.
+                raise CliError(
+                    f"cannot {doing} group {group!r}: its last metadata record, written by a broker "
+                    f"that served the store, has {len(g.members)} member(s) (state Stable); serve the "
+                    "store and use --bootstrap-server once they have left or expired"
+                )
             yield backend
     finally:
         lock.release()
@@ -518,7 +526,6 @@ def cmd_reset_offsets(args: argparse.Namespace) -> int:
     elif args.execute:
         with _embedded_writer(args, group, "reset offsets of") as backend:
             g = backend.describe(group) or Group(group, "Dead")
-            _refuse_active(g)  # members in a metadata record of a broker that served the store
             plan = _plan(args, backend, g)
             backend.store._native.commit_offsets(group, {tp: (o, "") for tp, o in plan.items()})
     else:
