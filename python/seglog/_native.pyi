@@ -150,6 +150,14 @@ class Store:
         group, and how many records of __consumer_offsets could not be parsed."""
     def commit_offsets(self, group: str, offsets: dict[tuple[str, int], tuple[int, str]]) -> None:
         """Appends a consumer group's commits to __consumer_offsets, durably."""
+    def load_groups(self, group: str | None = None) -> tuple[dict[str, dict[str, Any]], int]:
+        """Every group `__consumer_offsets` knows (only `group` when given): id ->
+        {"offsets": {(topic, partition): (offset, metadata, commit_timestamp)},
+        "metadata": None or the last GroupMetadataValue as a dict}; and how many
+        records could not be parsed."""
+    def delete_group(self, group: str) -> int:
+        """Deletes a group as Kafka's coordinator does (tombstones for its offsets
+        and metadata, durably); how many tombstones: 0 for an unknown group."""
     def truncate_to(self, topic: str, partition: int, offset: int) -> None: ...
     def run_maintenance(self, topic: str | None = None, force_clean: bool = False) -> dict[str, int]:
         """Retention, compaction and removal of `.deleted` files now (for every
@@ -229,6 +237,27 @@ class RemoteClient:
     ) -> int:
         """Appends `records` (as `Store.append` takes them; a record without a timestamp
         gets now) idempotently with acks=all; the first one's offset."""
+    def list_groups(self) -> list[dict[str, Any]]:
+        """Every consumer group of the cluster (ListGroups to each broker), sorted:
+        dicts with group_id, protocol_type and state (None from brokers below v4)."""
+    def describe_groups(self, groups: list[str]) -> list[dict[str, Any]]:
+        """DescribeGroups at each group's coordinator: dicts with group_id, state
+        ("Dead" for an unknown group), protocol_type, protocol and members (dicts
+        with member_id, group_instance_id, client_id, client_host and, for a
+        consumer group, assignment as a list of (topic, partition)). The first
+        group that fails raises."""
+    def fetch_offsets(
+        self, group: str, partitions: list[tuple[str, int]] | None = None
+    ) -> dict[tuple[str, int], tuple[int, str]]:
+        """The committed (offset, metadata) per (topic, partition) of `group`: of
+        `partitions`, or of all it committed (None). Uncommitted ones are absent."""
+    def commit_offsets(self, group: str, offsets: dict[tuple[str, int], tuple[int, str]]) -> None:
+        """Commits (offset, metadata) per (topic, partition) for `group` as an
+        admin tool: generation -1, no member id, which the coordinator accepts
+        only while the group has no members."""
+    def delete_groups(self, groups: list[str]) -> None:
+        """Deletes the groups with their offsets (each must have no members); the
+        first that fails raises, after every one was tried."""
     def close(self) -> None:
         """Drops the idle connections (the next call reconnects)."""
 

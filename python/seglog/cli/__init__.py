@@ -3,6 +3,7 @@
 ``seglog topics``    create / list / describe / delete / alter-config (kafka-topics, kafka-configs)
 ``seglog produce``   lines from stdin or a file become records (kafka-console-producer)
 ``seglog consume``   print records, following the log (kafka-console-consumer)
+``seglog groups``    list / describe / delete consumer groups, reset their offsets (kafka-consumer-groups)
 ``seglog dump-log``  decode ``.log`` / ``.index`` / ``.timeindex`` files (kafka-dump-log)
 ``seglog verify``    walk a whole store, checking every batch, offset and index entry
 ``seglog serve``     a broker: Kafka's wire protocol over the store (kafka-server-start)
@@ -21,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from .. import SeglogError, __version__
-from . import clean, consume, dump_log, produce, serve, topics, verify
+from . import clean, consume, dump_log, groups, produce, serve, topics, verify
 from ._common import PROG, STORE_ENV, CliError, store_option
 
 __all__ = ["main"]
@@ -37,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
-    for module in (topics, produce, consume):
+    for module in (topics, produce, consume, groups):
         module.add_parser(commands, store_opt)
     dump_log.add_parser(commands)
     for module in (clean, verify, serve):

@@ -9,6 +9,7 @@ use parking_lot::Mutex;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
+use seglog_client::admin::{self, GroupOffsets};
 use seglog_client::{
     fetch_columns, fetch_one, list_offset, ClientConfig, Cluster, FetchOptions, FetchPartition,
     IdempotentProducer, ProducerConfig,
@@ -17,7 +18,7 @@ use seglog_core::record::{Compression, HeaderRef, NewRecord};
 
 use crate::errors::PyResult;
 use crate::records::{extract_record, to_records, InRecord};
-use crate::store::columns_to_py;
+use crate::store::{columns_to_py, member_dict};
 
 #[pyclass(frozen, module = "seglog._native", name = "RemoteClient")]
 pub struct RemoteClient {
@@ -208,6 +209,88 @@ impl RemoteClient {
             producer.send_with(topic, partition, &recs, codec)
         })?;
         Ok(result.base_offset)
+    }
+
+    /// Every consumer group of the cluster (ListGroups to each broker), sorted:
+    /// dicts with group_id, protocol_type and state (None from brokers below v4).
+    fn list_groups<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let cluster = self.cluster()?;
+        let groups = py.detach(|| admin::list_groups(cluster))?;
+        let out = PyList::empty(py);
+        for g in groups {
+            let d = PyDict::new(py);
+            d.set_item("group_id", g.group_id)?;
+            d.set_item("protocol_type", g.protocol_type)?;
+            d.set_item("state", g.state)?;
+            out.append(d)?;
+        }
+        Ok(out)
+    }
+
+    /// DescribeGroups at each group's coordinator: dicts with group_id, state
+    /// ("Dead" for an unknown group), protocol_type, protocol and members (dicts
+    /// with member_id, group_instance_id, client_id, client_host and, for a
+    /// consumer group, assignment as a list of (topic, partition)). The first
+    /// group that fails raises.
+    fn describe_groups<'py>(&self, py: Python<'py>, groups: Vec<String>) -> PyResult<Bound<'py, PyList>> {
+        let cluster = self.cluster()?;
+        let described = py.detach(|| admin::describe_groups(cluster, &groups));
+        let out = PyList::empty(py);
+        for g in described {
+            let g = g?;
+            let d = PyDict::new(py);
+            d.set_item("group_id", &g.group_id)?;
+            d.set_item("state", &g.state)?;
+            d.set_item("protocol_type", &g.protocol_type)?;
+            d.set_item("protocol", &g.protocol)?;
+            let members = PyList::empty(py);
+            for m in &g.members {
+                members.append(member_dict(
+                    py,
+                    &g.protocol_type,
+                    &m.member_id,
+                    m.group_instance_id.as_deref(),
+                    &m.client_id,
+                    &m.client_host,
+                    &m.assignment,
+                )?)?;
+            }
+            d.set_item("members", members)?;
+            out.append(d)?;
+        }
+        Ok(out)
+    }
+
+    /// The committed (offset, metadata) per (topic, partition) of `group`: of
+    /// `partitions`, or of all it committed (None). Uncommitted ones are absent.
+    #[pyo3(signature = (group, partitions = None))]
+    fn fetch_offsets(
+        &self,
+        py: Python<'_>,
+        group: &str,
+        partitions: Option<Vec<(String, i32)>>,
+    ) -> PyResult<GroupOffsets> {
+        let cluster = self.cluster()?;
+        Ok(py.detach(|| admin::fetch_offsets(cluster, group, partitions.as_deref()))?)
+    }
+
+    /// Commits (offset, metadata) per (topic, partition) for `group` as an
+    /// admin tool: generation -1, no member id, which the coordinator accepts
+    /// only while the group has no members.
+    fn commit_offsets(&self, py: Python<'_>, group: &str, offsets: GroupOffsets) -> PyResult<()> {
+        let cluster = self.cluster()?;
+        Ok(py.detach(|| admin::commit_offsets(cluster, group, &offsets))?)
+    }
+
+    /// Deletes the groups with their offsets (each must have no members); the
+    /// first that fails raises, after every one was tried.
+    fn delete_groups(&self, py: Python<'_>, groups: Vec<String>) -> PyResult<()> {
+        let cluster = self.cluster()?;
+        let results = py.detach(|| admin::delete_groups(cluster, &groups));
+        for r in results {
+            r?;
+        }
+        Ok(())
     }
 
     /// Drops the idle connections (the next call reconnects).

@@ -381,6 +381,66 @@ impl Store {
         Ok(py.detach(|| group::commit(core, group, &offsets))?)
     }
 
+    /// Every group `__consumer_offsets` knows (only `group` when given): id ->
+    /// {"offsets": {(topic, partition): (offset, metadata, commit_timestamp)},
+    /// "metadata": None or the last GroupMetadataValue as a dict}; and how many
+    /// records could not be parsed.
+    #[pyo3(signature = (group = None))]
+    fn load_groups<'py>(
+        &self,
+        py: Python<'py>,
+        group: Option<&str>,
+    ) -> PyResult<(Bound<'py, PyDict>, usize)> {
+        let core = self.core()?;
+        let (groups, skipped) = py.detach(|| group::load_groups(core, group))?;
+        let out = PyDict::new(py);
+        for (id, g) in groups {
+            let d = PyDict::new(py);
+            let offsets = PyDict::new(py);
+            for ((topic, partition), v) in g.offsets {
+                offsets.set_item((topic, partition), (v.offset, v.metadata, v.commit_timestamp))?;
+            }
+            d.set_item("offsets", offsets)?;
+            match g.metadata {
+                None => d.set_item("metadata", py.None())?,
+                Some(m) => {
+                    let md = PyDict::new(py);
+                    md.set_item("protocol_type", &m.protocol_type)?;
+                    md.set_item("generation", m.generation)?;
+                    md.set_item("protocol", &m.protocol)?;
+                    md.set_item("leader", &m.leader)?;
+                    md.set_item("current_state_timestamp", m.current_state_timestamp)?;
+                    let members = PyList::empty(py);
+                    for member in &m.members {
+                        let e = member_dict(
+                            py,
+                            &m.protocol_type,
+                            &member.member_id,
+                            member.group_instance_id.as_deref(),
+                            &member.client_id,
+                            &member.client_host,
+                            &member.assignment,
+                        )?;
+                        e.set_item("session_timeout", member.session_timeout)?;
+                        e.set_item("rebalance_timeout", member.rebalance_timeout)?;
+                        members.append(e)?;
+                    }
+                    md.set_item("members", members)?;
+                    d.set_item("metadata", md)?;
+                }
+            }
+            out.set_item(id, d)?;
+        }
+        Ok((out, skipped))
+    }
+
+    /// Deletes a group as Kafka's coordinator does (tombstones for its offsets
+    /// and metadata, durably); how many tombstones: 0 for an unknown group.
+    fn delete_group(&self, py: Python<'_>, group: &str) -> PyResult<usize> {
+        let core = self.core()?;
+        Ok(py.detach(|| group::delete_group(core, group))?)
+    }
+
     fn truncate_to(&self, py: Python<'_>, topic: &str, partition: i32, offset: i64) -> PyResult<()> {
         let core = self.core()?;
         Ok(py.detach(|| core.partition(topic, partition)?.truncate_to(offset))?)
@@ -472,5 +532,35 @@ pub(crate) fn columns_to_py<'py>(py: Python<'py>, cols: Columns) -> PyResult<Bou
     d.set_item("header_offsets", buf(header_offsets)?)?;
     d.set_item("header_key", bin(header_key)?)?;
     d.set_item("header_value", bin(header_value)?)?;
+    Ok(d)
+}
+
+/// A group member as Python sees it: ids, client, host, and (for a consumer
+/// group) its assigned (topic, partition)s from its ConsumerProtocolAssignment;
+/// an assignment that does not decode is shown as none.
+pub(crate) fn member_dict<'py>(
+    py: Python<'py>,
+    protocol_type: &str,
+    member_id: &str,
+    group_instance_id: Option<&str>,
+    client_id: &str,
+    client_host: &str,
+    assignment: &[u8],
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("member_id", member_id)?;
+    d.set_item("group_instance_id", group_instance_id)?;
+    d.set_item("client_id", client_id)?;
+    d.set_item("client_host", client_host)?;
+    let assigned: Vec<(String, i32)> = if protocol_type == "consumer" && !assignment.is_empty() {
+        group::decode_consumer_assignment(assignment)
+            .map(|ts| {
+                ts.into_iter().flat_map(|(t, ps)| ps.into_iter().map(move |p| (t.clone(), p))).collect()
+            })
+            .unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    d.set_item("assignment", assigned)?;
     Ok(d)
 }

@@ -45,6 +45,10 @@ pub const IMPLEMENTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::LeaveGroup, 0, 3),
     (ApiKey::OffsetCommit, 2, 7),
     (ApiKey::OffsetFetch, 1, 7),
+    // Group administration (admin.rs).
+    (ApiKey::ListGroups, 0, 4),
+    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::DeleteGroups, 0, 2),
 ];
 
 /// A request this client sends, with its answer's type. (The crate's own
@@ -80,6 +84,9 @@ requests! {
     LeaveGroup: LeaveGroupRequest => LeaveGroupResponse,
     OffsetCommit: OffsetCommitRequest => OffsetCommitResponse,
     OffsetFetch: OffsetFetchRequest => OffsetFetchResponse,
+    ListGroups: ListGroupsRequest => ListGroupsResponse,
+    DescribeGroups: DescribeGroupsRequest => DescribeGroupsResponse,
+    DeleteGroups: DeleteGroupsRequest => DeleteGroupsResponse,
 }
 
 /// The version chosen per API for one broker.

@@ -346,3 +346,25 @@ impl GroupMetadataValue {
         })
     }
 }
+
+/// The partitions of a consumer's assignment (Kafka's ConsumerProtocolAssignment,
+/// any version: later versions only add fields after these), as a classic
+/// consumer group's leader hands them out; the user data is not kept.
+pub fn decode_consumer_assignment(bytes: &[u8]) -> Result<Vec<(String, Vec<i32>)>> {
+    let mut c = Cursor { buf: bytes, pos: 0, what: "a consumer assignment" };
+    if c.i16()? < 0 {
+        return Err(c.bad("has a negative version"));
+    }
+    let topics = c.array_len(false)?;
+    let mut out = Vec::with_capacity(topics);
+    for _ in 0..topics {
+        let topic = c.string()?;
+        let count = c.array_len(false)?;
+        let mut partitions = Vec::with_capacity(count);
+        for _ in 0..count {
+            partitions.push(c.i32()?);
+        }
+        out.push((topic, partitions));
+    }
+    Ok(out)
+}

@@ -258,3 +258,98 @@ mod group_metadata {
         }
     }
 }
+
+#[test]
+fn consumer_assignments_decode_and_junk_is_an_error() {
+    // Version 1: [("t", [0, 2])], null user data.
+    let mut a = vec![0, 1, 0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 2];
+    a.extend_from_slice(&0i32.to_be_bytes());
+    a.extend_from_slice(&2i32.to_be_bytes());
+    a.extend_from_slice(&(-1i32).to_be_bytes());
+    assert_eq!(decode_consumer_assignment(&a).unwrap(), vec![("t".to_string(), vec![0, 2])]);
+    assert_eq!(decode_consumer_assignment(&[0, 0, 0, 0, 0, 0]).unwrap(), vec![]);
+    for junk in [&b""[..], b"\xff\xff", b"\x00\x00\x7f\xff\xff\xff", &a[..a.len() - 9]] {
+        assert!(decode_consumer_assignment(junk).is_err(), "{junk:?}");
+    }
+}
+
+mod catalog {
+    use crate::group::{append_records, CoordinatorRecord, GroupMetadataKey, GroupMetadataValue};
+    use crate::group::{commit, delete_group, load_committed, load_groups, offsets_topic, CommittedOffsets};
+    use crate::store::Store;
+
+    fn offsets(items: &[(&str, i32, i64)]) -> CommittedOffsets {
+        items.iter().map(|(t, p, o)| ((t.to_string(), *p), (*o, String::new()))).collect()
+    }
+
+    fn metadata() -> GroupMetadataValue {
+        GroupMetadataValue {
+            protocol_type: "consumer".into(),
+            generation: 2,
+            protocol: Some("range".into()),
+            leader: None,
+            current_state_timestamp: 1,
+            members: vec![],
+        }
+    }
+
+    #[test]
+    fn groups_list_with_their_latest_offsets_and_metadata() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &Default::default(), false).unwrap();
+        assert!(load_groups(&store, None).unwrap().0.is_empty());
+        // Several partitions: groups land in different ones.
+        let topic = offsets_topic(&store, 4).unwrap();
+        commit(&store, "a", &offsets(&[("t", 0, 5), ("t", 1, 7)])).unwrap();
+        commit(&store, "a", &offsets(&[("t", 0, 9)])).unwrap();
+        commit(&store, "b", &offsets(&[("u", 0, 1)])).unwrap();
+        let p = crate::group::offsets_partition("c", 4);
+        let log = topic.partition(p).unwrap().clone();
+        let key = GroupMetadataKey { group: "c".into() };
+        append_records(&log, &[CoordinatorRecord::Group { key, value: Some(metadata()) }]).unwrap();
+
+        let (groups, skipped) = load_groups(&store, None).unwrap();
+        assert_eq!(skipped, 0);
+        assert_eq!(groups.keys().collect::<Vec<_>>(), ["a", "b", "c"]);
+        let a = &groups["a"];
+        let got: Vec<_> = a.offsets.iter().map(|((t, p), v)| (t.as_str(), *p, v.offset)).collect();
+        assert_eq!(got, [("t", 0, 9), ("t", 1, 7)]);
+        assert!(a.offsets.values().all(|v| v.commit_timestamp > 0));
+        assert_eq!(a.metadata, None);
+        assert_eq!(groups["c"].metadata, Some(metadata()));
+        assert!(groups["c"].offsets.is_empty());
+
+        let (only, _) = load_groups(&store, Some("b")).unwrap();
+        assert_eq!(only.keys().collect::<Vec<_>>(), ["b"]);
+        assert!(load_groups(&store, Some("nope")).unwrap().0.is_empty());
+        store.close().unwrap();
+    }
+
+    #[test]
+    fn delete_writes_tombstones_for_offsets_and_metadata() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &Default::default(), false).unwrap();
+        assert_eq!(delete_group(&store, "a").unwrap(), 0);
+        commit(&store, "a", &offsets(&[("t", 0, 5), ("t", 1, 7)])).unwrap();
+        commit(&store, "b", &offsets(&[("t", 0, 3)])).unwrap();
+        let topic = offsets_topic(&store, 1).unwrap();
+        let log = topic.partition(0).unwrap().clone();
+        let key = GroupMetadataKey { group: "a".into() };
+        append_records(&log, &[CoordinatorRecord::Group { key, value: Some(metadata()) }]).unwrap();
+        let end = log.log_end_offset();
+
+        assert_eq!(delete_group(&store, "a").unwrap(), 3);
+        assert_eq!(log.log_end_offset(), end + 3);
+        let (groups, _) = load_groups(&store, None).unwrap();
+        assert_eq!(groups.keys().collect::<Vec<_>>(), ["b"]);
+        assert!(load_committed(&store, "a").unwrap().0.is_empty());
+        assert_eq!(load_committed(&store, "b").unwrap().0, offsets(&[("t", 0, 3)]));
+        // Deleted is gone: a second delete writes nothing.
+        assert_eq!(delete_group(&store, "a").unwrap(), 0);
+        // A read-only view of the store sees it too.
+        let ro = Store::open(dir.path(), &Default::default(), true).unwrap();
+        assert_eq!(load_groups(&ro, None).unwrap().0.len(), 1);
+        ro.close().unwrap();
+        store.close().unwrap();
+    }
+}

@@ -3,10 +3,15 @@
 //! partition Kafka's coordinator would pick for the group, with the groups'
 //! metadata records (GroupMetadataKey/Value) the broker's coordinator writes.
 
+mod catalog;
 pub mod codec;
 mod offsets;
 
-pub use codec::{GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitKey, OffsetCommitValue};
+pub use catalog::{delete_group, load_groups, GroupRecords};
+pub use codec::{
+    decode_consumer_assignment, GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitKey,
+    OffsetCommitValue,
+};
 pub use offsets::{
     append_records, commit, load_committed, offsets_topic, read_records, CommittedOffsets, CoordinatorRecord,
 };
