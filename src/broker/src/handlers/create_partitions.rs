@@ -3,7 +3,6 @@
 //! and messages: INVALID_PARTITIONS for a count not larger than the current
 //! one, INVALID_REPLICA_ASSIGNMENT for an assignment off this one broker.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
@@ -14,7 +13,7 @@ use kafka_protocol::ResponseError;
 use seglog_core::error::Error;
 use seglog_core::store::{Store, MAX_PARTITIONS};
 
-use super::{blocking, error_code, Reply};
+use super::{blocking, each_topic, error_code, Reply};
 use crate::server::Shared;
 
 /// v2 is the first flexible version.
@@ -77,18 +76,12 @@ pub async fn handle(shared: &Arc<Shared>, r: CreatePartitionsRequest, _version: 
     let store = shared.store.clone();
     let node = shared.config.node_id;
     let results = blocking(move || {
-        let mut count: BTreeMap<&str, usize> = BTreeMap::new();
-        for t in &r.topics {
-            *count.entry(t.name.0.as_str()).or_default() += 1;
-        }
+        let outcomes =
+            each_topic(&r.topics, |t| t.name.0.as_str(), |t| grow(&store, t, node, r.validate_only));
         r.topics
             .iter()
-            .map(|t| {
-                let outcome = if count[t.name.0.as_str()] > 1 {
-                    Err((ResponseError::InvalidRequest.code(), "Duplicate topic name.".to_string()))
-                } else {
-                    grow(&store, t, node, r.validate_only)
-                };
+            .zip(outcomes)
+            .map(|(t, outcome)| {
                 let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
                 match outcome {
                     Ok(()) => result,

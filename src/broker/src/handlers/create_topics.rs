@@ -15,7 +15,7 @@ use seglog_core::error::Error;
 use seglog_core::log::is_internal_topic;
 use seglog_core::store::{validate_topic_name, Store, MAX_PARTITIONS};
 
-use super::{blocking, error_code, Reply};
+use super::{blocking, each_topic, error_code, Reply};
 use crate::server::Shared;
 
 /// v5 is the first flexible version; v2 the crate's first.
@@ -139,18 +139,12 @@ pub async fn handle(shared: &Arc<Shared>, r: CreateTopicsRequest, _version: i16)
     let store = shared.store.clone();
     let node = shared.config.node_id;
     let topics = blocking(move || {
-        let mut count: BTreeMap<&str, usize> = BTreeMap::new();
-        for t in &r.topics {
-            *count.entry(t.name.0.as_str()).or_default() += 1;
-        }
+        let outcomes =
+            each_topic(&r.topics, |t| t.name.0.as_str(), |t| create(&store, t, node, r.validate_only));
         r.topics
             .iter()
-            .map(|t| {
-                let outcome = if count[t.name.0.as_str()] > 1 {
-                    Err((ResponseError::InvalidRequest.code(), "Duplicate topic name.".to_string()))
-                } else {
-                    create(&store, t, node, r.validate_only)
-                };
+            .zip(outcomes)
+            .map(|(t, outcome)| {
                 let result = CreatableTopicResult::default().with_name(t.name.clone());
                 match outcome {
                     Ok(()) => result,

@@ -242,6 +242,36 @@ fn respond(api: &'static str, r: anyhow::Result<Response>) -> Outcome {
     }
 }
 
+/// A per-topic answer of an admin request: done, or Kafka's code and a message.
+pub type TopicOutcome = Result<(), (i16, String)>;
+
+/// Runs `act` for each topic of an admin request, in order; a name given more
+/// than once is refused for every copy (INVALID_REQUEST, as Kafka does) and
+/// not acted on.
+pub fn each_topic<T>(
+    topics: &[T],
+    name: impl Fn(&T) -> &str,
+    mut act: impl FnMut(&T) -> TopicOutcome,
+) -> Vec<TopicOutcome> {
+    let mut count: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for t in topics {
+        *count.entry(name(t)).or_default() += 1;
+    }
+    topics
+        .iter()
+        .map(|t| {
+            if count[name(t)] > 1 {
+                Err((
+                    kafka_protocol::ResponseError::InvalidRequest.code(),
+                    "Duplicate topic name.".to_string(),
+                ))
+            } else {
+                act(t)
+            }
+        })
+        .collect()
+}
+
 /// Kafka's error code for a store error (UNKNOWN_SERVER_ERROR if it has none).
 pub fn error_code(e: &Error) -> i16 {
     e.kafka_code().unwrap_or(-1)
