@@ -111,7 +111,7 @@ impl LeaderEpochFileCache {
     /// Drops the entries of epochs that began at or after `end_offset`, as
     /// the log is cut back to it (Kafka's `truncateFromEnd`).
     pub fn truncate_from_end(&mut self, end_offset: i64) -> Result<()> {
-        if end_offset < 0 || !self.latest_entry().is_some_and(|e| e.start_offset >= end_offset) {
+        if end_offset < 0 || self.latest_entry().is_none_or(|e| e.start_offset < end_offset) {
             return Ok(());
         }
         self.entries.retain(|e| e.start_offset < end_offset);
@@ -122,7 +122,7 @@ impl LeaderEpochFileCache {
     /// up to it, and moves the start of the epoch holding it up to it (Kafka's
     /// `truncateFromStart`).
     pub fn truncate_from_start(&mut self, start_offset: i64) -> Result<()> {
-        if start_offset < 0 || !self.earliest_entry().is_some_and(|e| e.start_offset < start_offset) {
+        if start_offset < 0 || self.earliest_entry().is_none_or(|e| e.start_offset >= start_offset) {
             return Ok(());
         }
         let below = self.entries.iter().take_while(|e| e.start_offset <= start_offset).count();
