@@ -17,25 +17,28 @@ impl PartitionLog {
     /// `makeLeader`), so a new embedded log's file reads `0 0`, as always.
     pub(super) fn load_leader_epochs(&self, start: i64, end: i64) -> Result<bool> {
         let path = self.dir.join(LEADER_EPOCH_CHECKPOINT);
-        let (entries, damaged) = match LeaderEpochFileCache::read(&path) {
+        let (loaded, damaged) = match LeaderEpochFileCache::read(&path) {
             Ok(Some(entries)) => (Some(entries), false),
             Ok(None) => (None, false),
             Err(Error::CorruptFile { .. }) => (None, true),
             Err(e) => return Err(e),
         };
-        let mut cache = match entries {
-            Some(entries) => LeaderEpochFileCache::new(&path, entries),
-            None => {
-                let cache = LeaderEpochFileCache::new(&path, self.epochs_from_batches(end)?);
-                cache.flush()?;
-                cache
-            }
+        let entries = match &loaded {
+            Some(entries) => entries.clone(),
+            None => self.epochs_from_batches(end)?,
         };
-        cache.truncate_from_end(end)?;
-        cache.truncate_from_start(start)?;
-        let epoch = cache.latest_epoch().unwrap_or(LEADER_EPOCH).max(LEADER_EPOCH);
-        if cache.is_empty() {
-            cache.assign(epoch, end)?;
+        // Fitted in memory, so that the file is written once, and only if
+        // it changed (most opens change nothing).
+        let mut fitted = LeaderEpochFileCache::in_memory(entries);
+        fitted.truncate_from_end(end)?;
+        fitted.truncate_from_start(start)?;
+        let epoch = fitted.latest_epoch().unwrap_or(LEADER_EPOCH).max(LEADER_EPOCH);
+        if fitted.is_empty() {
+            fitted.assign(epoch, end)?;
+        }
+        let cache = LeaderEpochFileCache::new(&path, fitted.entries().to_vec());
+        if loaded.as_deref() != Some(cache.entries()) {
+            cache.flush()?;
         }
         self.leader_epoch.store(epoch, Ordering::Release);
         *self.epochs.lock() = cache;
