@@ -15,6 +15,7 @@ pub mod config;
 pub mod error;
 pub mod group;
 pub mod index;
+pub mod leader_epoch;
 pub mod log;
 pub mod producer_state;
 pub mod record;

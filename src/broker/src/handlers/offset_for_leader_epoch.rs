@@ -1,9 +1,8 @@
 //! OffsetForLeaderEpoch: where a leader epoch ends, so a consumer can check
-//! that its position survived a truncation (KIP-320). Every batch here has
-//! epoch 0 and the broker has led every partition since offset 0 in epoch 0,
-//! so the epoch cache is one entry, and Kafka's answers
-//! (`Partition.lastOffsetForLeaderEpoch`, `LeaderEpochFileCache.endOffsetFor`)
-//! reduce to `end_offset_for` below.
+//! that its position survived a truncation (KIP-320). The log's leader epoch
+//! cache answers (`PartitionLog::offset_for_leader_epoch`, Kafka's
+//! `LeaderEpochFileCache.endOffsetFor`); the broker leads every partition in
+//! epoch 0 until replication sets others.
 
 use std::sync::Arc;
 
@@ -20,10 +19,6 @@ use crate::server::Shared;
 /// v4 is the first flexible version; v2 (current leader epoch) the crate's first.
 pub const VERSIONS: (i16, i16) = (2, 3);
 
-/// Kafka's `UNDEFINED_EPOCH` and `UNDEFINED_EPOCH_OFFSET`.
-const UNDEFINED_EPOCH: i32 = -1;
-const UNDEFINED_EPOCH_OFFSET: i64 = -1;
-
 /// The error for the requester's idea of the current leader epoch (-1: none
 /// given): FENCED_LEADER_EPOCH if it is older than ours, UNKNOWN_LEADER_EPOCH
 /// if newer.
@@ -33,19 +28,6 @@ pub fn check_current_epoch(current: i32) -> i16 {
         c if c < LEADER_EPOCH => ResponseError::FencedLeaderEpoch.code(),
         c if c > LEADER_EPOCH => ResponseError::UnknownLeaderEpoch.code(),
         _ => 0,
-    }
-}
-
-/// `(epoch, end offset)` for a requested epoch, with one epoch (0) that began
-/// at the log start: the current epoch ends at the log end; a later one is
-/// unknown (undefined epoch and offset); an earlier one ends where epoch 0
-/// began, the log start (Kafka returns the requested epoch with it).
-pub fn end_offset_for(requested: i32, log_start: i64, log_end: i64) -> (i32, i64) {
-    match requested {
-        UNDEFINED_EPOCH => (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET),
-        LEADER_EPOCH => (LEADER_EPOCH, log_end),
-        r if r > LEADER_EPOCH => (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET),
-        r => (r, log_start),
     }
 }
 
@@ -69,8 +51,7 @@ pub async fn handle(shared: &Arc<Shared>, r: OffsetForLeaderEpochRequest, _versi
                         if code != 0 {
                             return result.with_error_code(code);
                         }
-                        let (epoch, offset) =
-                            end_offset_for(p.leader_epoch, log.log_start_offset(), log.log_end_offset());
+                        let (epoch, offset) = log.offset_for_leader_epoch(p.leader_epoch);
                         result.with_leader_epoch(epoch).with_end_offset(offset)
                     })
                     .collect();

@@ -127,13 +127,74 @@ pub fn read_offsets(path: &Path) -> Result<BTreeMap<(String, i32), i64>> {
     Ok(out)
 }
 
-/// `leader-epoch-checkpoint`: `epoch startOffset` entries, per partition directory.
-pub fn write_leader_epochs(path: &Path, entries: &[(i32, i64)]) -> Result<()> {
+/// Kafka's `replication-offset-checkpoint`: each partition's high watermark,
+/// in the same form as the recovery points.
+pub const REPLICATION_OFFSET: &str = "replication-offset-checkpoint";
+
+/// `leader-epoch-checkpoint`'s text: version 0, a count, then `epoch
+/// startOffset` lines (Kafka's `LeaderEpochCheckpointFile`).
+pub fn encode_leader_epochs(entries: &[(i32, i64)]) -> String {
     let mut s = format!("0\n{}\n", entries.len());
     for (epoch, start) in entries {
         s.push_str(&format!("{epoch} {start}\n"));
     }
-    write_atomic(path, s.as_bytes())
+    s
+}
+
+/// `leader-epoch-checkpoint`: `epoch startOffset` entries, per partition directory.
+pub fn write_leader_epochs(path: &Path, entries: &[(i32, i64)]) -> Result<()> {
+    write_atomic(path, encode_leader_epochs(entries).as_bytes())
+}
+
+/// Parses `leader-epoch-checkpoint` text. Anything but Kafka's form with
+/// epochs rising and start offsets not falling (both >= 0) is refused with
+/// the line and what was expected: a damaged file is never half trusted.
+pub fn decode_leader_epochs(text: &str) -> std::result::Result<Vec<(i32, i64)>, String> {
+    let bad = |line: usize, why: &str| format!("malformed leader epoch checkpoint, line {line}: {why}");
+    let Some(body) = text.strip_suffix('\n') else {
+        return Err(bad(text.lines().count().max(1), "expected the file to end with a newline"));
+    };
+    let mut lines = body.split('\n');
+    if lines.next() != Some("0") {
+        return Err(bad(1, "expected version 0"));
+    }
+    let count: usize =
+        lines.next().and_then(|l| l.parse().ok()).ok_or_else(|| bad(2, "expected an entry count"))?;
+    let mut out: Vec<(i32, i64)> = Vec::new();
+    for (i, line) in lines.enumerate() {
+        let mut parts = line.split(' ');
+        let (Some(epoch), Some(start), None) = (parts.next(), parts.next(), parts.next()) else {
+            return Err(bad(i + 3, "expected `epoch startOffset`"));
+        };
+        let epoch: i32 = epoch.parse().map_err(|_| bad(i + 3, "expected an epoch (a number)"))?;
+        let start: i64 = start.parse().map_err(|_| bad(i + 3, "expected a start offset (a number)"))?;
+        if epoch < 0 || start < 0 {
+            return Err(bad(i + 3, "expected an epoch and a start offset >= 0"));
+        }
+        if let Some(&(e, s)) = out.last() {
+            if epoch <= e || start < s {
+                return Err(bad(i + 3, "expected epochs rising and start offsets not falling"));
+            }
+        }
+        out.push((epoch, start));
+    }
+    if out.len() != count {
+        return Err(bad(2, &format!("the count says {count} entries, the file holds {}", out.len())));
+    }
+    Ok(out)
+}
+
+/// Reads `leader-epoch-checkpoint`: `None` if the file is missing, an error
+/// naming the file if it is damaged.
+pub fn read_leader_epochs(path: &Path) -> Result<Option<Vec<(i32, i64)>>> {
+    let text = match fs::read(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::at(path)(e)),
+    };
+    let corrupt = |reason: String| Error::CorruptFile { path: path.to_owned(), reason };
+    let text = String::from_utf8(text).map_err(|_| corrupt("not UTF-8 text".into()))?;
+    decode_leader_epochs(&text).map(Some).map_err(corrupt)
 }
 
 #[cfg(test)]

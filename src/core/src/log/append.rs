@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{PartitionLog, LEADER_EPOCH};
+use super::PartitionLog;
 use crate::clock::now_ms;
 use crate::config::LogConfig;
 use crate::error::{Error, Result};
@@ -70,7 +70,7 @@ pub fn internal_topic_error(name: &str, what: &str) -> Error {
 }
 
 impl PartitionLog {
-    fn rules<'a>(&'a self, config: &LogConfig) -> BatchRules<'a> {
+    pub(super) fn rules<'a>(&'a self, config: &LogConfig) -> BatchRules<'a> {
         BatchRules {
             topic: &self.topic,
             max_batch_bytes: config.max_message_bytes,
@@ -189,6 +189,14 @@ impl PartitionLog {
         let log_append_time =
             if config.message_timestamp_type == TimestampType::LogAppendTime { now_ms() } else { -1 };
         let first = self.log_end_offset();
+        let epoch = self.leader_epoch();
+        if let Some(newer) = self.latest_epoch().filter(|&e| e > epoch) {
+            return Err(Error::InvalidArgument(format!(
+                "{}-{} holds batches of leader epoch {newer}, newer than its leader epoch {epoch}: \
+                 set_leader_epoch first",
+                self.topic, self.partition
+            )));
+        }
         let span: i64 = bounds.iter().map(|b| i64::from(b.3.max(0)) + 1).sum();
         if first > super::MAX_OFFSET - span {
             return Err(Error::InvalidArgument(format!(
@@ -225,7 +233,7 @@ impl PartitionLog {
         for (&(pos, size, count, last_delta, max_ts), producer) in bounds.iter().zip(&producer_batches) {
             let bytes = &mut buf[pos..pos + size];
             set_base_offset(bytes, next);
-            set_partition_leader_epoch(bytes, LEADER_EPOCH);
+            set_partition_leader_epoch(bytes, epoch);
             if log_append_time >= 0 {
                 set_log_append_time(bytes, log_append_time);
             } else if let Some(max_ts) = max_ts {
@@ -248,8 +256,13 @@ impl PartitionLog {
                 max_timestamp,
                 records: count,
             };
+            // Kafka's order: the epoch's start is recorded before its first
+            // batch is written, so no batch is ever on disk without it.
             written = self
-                .maybe_roll(&config, &info, &mut w.producers)
+                .epochs
+                .lock()
+                .assign(epoch, next)
+                .and_then(|_| self.maybe_roll(&config, &info, &mut w.producers))
                 .and_then(|seg| seg.append(bytes, &info, config.index_interval_bytes));
             if let Err(e) = &written {
                 self.note_write_error(e);
@@ -265,7 +278,10 @@ impl PartitionLog {
             // Nothing of a failed append may stay: earlier batches of it were
             // never acknowledged, and readers have not seen them (the end offset
             // is published below).
-            if next > first {
+            if next == first {
+                // Only the epoch cache may have been told of it.
+                let _ = self.epochs.lock().truncate_from_end(first);
+            } else {
                 if let Err(cut) = self.truncate_locked(first, self.log_start_offset(), &mut w.producers) {
                     // The log no longer knows its own tail: refuse writes until a
                     // reopen recovers it.
@@ -308,7 +324,7 @@ impl PartitionLog {
     /// `segment.bytes`, the segment is older than `segment.ms`, an index is full,
     /// or the batch's offsets no longer fit a 32-bit relative offset.
     /// A roll also snapshots the producer state at the new segment's base.
-    fn maybe_roll(
+    pub(super) fn maybe_roll(
         &self,
         config: &LogConfig,
         info: &BatchInfo,

@@ -1,5 +1,5 @@
 //! Opening a log: recovery of what an unclean stop left, the producer state
-//! rebuilt from its snapshots and the log, and the read-only opening of a log
+//! rebuilt from its snapshots and the log, the leader epoch cache loaded, and the read-only opening of a log
 //! another process writes.
 
 use std::collections::BTreeMap;
@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::swaps::recover_swaps;
-use super::{PartitionLog, LEADER_EPOCH, LEADER_EPOCH_CHECKPOINT, MAX_OFFSET};
+use super::{PartitionLog, MAX_OFFSET};
 use crate::checkpoint;
 use crate::config::LogConfig;
 use crate::error::{CorruptBatch, Error, Result};
@@ -26,6 +26,8 @@ pub struct LoadReport {
     pub damaged_segments: usize,
     /// Producer state snapshots found damaged, deleted and rebuilt from the log.
     pub damaged_snapshots: usize,
+    /// `leader-epoch-checkpoint` files found damaged and rebuilt from the log.
+    pub damaged_epoch_checkpoints: usize,
 }
 
 /// Removes what an interrupted operation left behind: temporary files and
@@ -235,9 +237,8 @@ impl PartitionLog {
             let damaged = log.rebuild_producer_state(&mut w.producers, end, clean_shutdown)?;
             report.damaged_snapshots += damaged.len();
         }
-        let epoch_file = dir.join(LEADER_EPOCH_CHECKPOINT);
-        if !epoch_file.exists() {
-            checkpoint::write_leader_epochs(&epoch_file, &[(LEADER_EPOCH, 0)])?;
+        if log.load_leader_epochs(start, end)? {
+            report.damaged_epoch_checkpoints += 1;
         }
         Ok((log, report))
     }
@@ -247,6 +248,7 @@ impl PartitionLog {
     pub fn open_read_only(dir: &Path, topic: &str, partition: i32, config: Arc<LogConfig>) -> Result<Self> {
         let log = PartitionLog::new(dir, topic, partition, config, BTreeMap::new(), true);
         log.catch_up()?;
+        log.load_leader_epochs_read_only();
         Ok(log)
     }
 }

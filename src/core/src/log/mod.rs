@@ -9,7 +9,9 @@
 //! wherever both are taken: maintenance, then writer.
 
 mod append;
+mod epochs;
 mod flush;
+mod follower;
 mod loader;
 mod producers;
 mod read;
@@ -23,7 +25,7 @@ mod truncate;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -31,6 +33,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
 
 use crate::config::LogConfig;
 use crate::error::{Error, Result};
+use crate::leader_epoch::LeaderEpochFileCache;
 use crate::producer_state::ProducerStateManager;
 use crate::segment::Segment;
 
@@ -40,8 +43,8 @@ pub use read::ReadSlice;
 pub use retention::RetentionResult;
 pub use signal::AppendSignal;
 
-/// The leader epoch stamped on appended batches: an embedded log is its own
-/// leader and never changes epoch.
+/// The leader epoch an embedded log stamps on appended batches: it is its own
+/// leader and never changes epoch (a broker sets others, `set_leader_epoch`).
 pub const LEADER_EPOCH: i32 = 0;
 pub const LEADER_EPOCH_CHECKPOINT: &str = "leader-epoch-checkpoint";
 /// The largest offset a log holds: a batch's offsets run up to `i32::MAX` past
@@ -75,8 +78,19 @@ pub struct PartitionLog {
     end_offset: AtomicI64,
     /// The offset below which reads are served to consumers (Kafka's high
     /// watermark). Without replication it follows the log end: advanced by
-    /// every append, set back by a truncation.
+    /// every append as leader, set back by a truncation. A follower's is set
+    /// from its leader's (`set_high_watermark`).
     high_watermark: AtomicI64,
+    /// Whether the high watermark is kept in `replication-offset-checkpoint`:
+    /// once replication touched the log (a leader epoch set, a follower
+    /// append or high watermark) or the checkpoint held it at open. An
+    /// embedded log's is not, so its high watermark at open is its log end.
+    high_watermark_kept: AtomicBool,
+    /// The epoch stamped on batches appended as leader.
+    leader_epoch: AtomicI32,
+    /// Where each leader epoch began. Changed under the writer lock (then
+    /// this lock); read under this lock alone.
+    epochs: Mutex<LeaderEpochFileCache>,
     start_offset: AtomicI64,
     recovery_point: AtomicI64,
     flush: Mutex<FlushState>,
@@ -128,6 +142,9 @@ impl PartitionLog {
             }),
             end_offset: AtomicI64::new(0),
             high_watermark: AtomicI64::new(0),
+            high_watermark_kept: AtomicBool::new(false),
+            leader_epoch: AtomicI32::new(LEADER_EPOCH),
+            epochs: Mutex::new(LeaderEpochFileCache::in_memory(Vec::new())),
             start_offset: AtomicI64::new(0),
             recovery_point: AtomicI64::new(0),
             flush: Mutex::new(FlushState { flushed_to: 0, running: false }),

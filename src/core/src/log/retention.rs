@@ -87,6 +87,7 @@ impl PartitionLog {
         let first = *segs.keys().next().unwrap_or(&0);
         drop(segs);
         self.start_offset.fetch_max(first, Ordering::AcqRel);
+        self.epochs.lock().truncate_from_start(self.log_start_offset())?;
         Ok(result)
     }
 
@@ -130,6 +131,11 @@ impl PartitionLog {
             });
         }
         self.start_offset.fetch_max(offset, Ordering::AcqRel);
+        // The epoch of the new first offset now begins there (Kafka's
+        // `truncateFromStart`); a read-only opener's cache is never written.
+        if !self.is_read_only() {
+            self.epochs.lock().truncate_from_start(self.log_start_offset())?;
+        }
         Ok(())
     }
 }

@@ -1,5 +1,5 @@
 //! Cutting the log back to an offset, as a follower truncates to its leader;
-//! the producer state is cut back with it.
+//! the producer state and the leader epoch cache are cut back with it.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -82,6 +82,7 @@ impl PartitionLog {
         self.end_offset.store(end, Ordering::Release);
         self.high_watermark.fetch_min(end, Ordering::AcqRel);
         self.dir_dirty.store(true, Ordering::Release);
+        self.epochs.lock().truncate_from_end(end)?;
         self.rebuild_producer_state(producers, end, false)?;
         Ok(())
     }

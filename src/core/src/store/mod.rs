@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::checkpoint::{self, CLEANER_OFFSET, LOG_START_OFFSET, RECOVERY_POINT};
+use crate::checkpoint::{self, CLEANER_OFFSET, LOG_START_OFFSET, RECOVERY_POINT, REPLICATION_OFFSET};
 use crate::config::{LogConfig, StoreConfig};
 use crate::error::{Error, Result};
 use crate::log::{internal_topic_error, is_internal_topic, AppendSignal, LoadReport, PartitionLog};
@@ -144,12 +144,13 @@ impl Store {
     /// calls this again to see topics the writer created since).
     fn load_topics(&self) -> Result<LoadReport> {
         let files = self.topic_files()?;
-        let (recovery, starts) = if self.read_only {
-            (BTreeMap::new(), BTreeMap::new())
+        let (recovery, starts, high_watermarks) = if self.read_only {
+            (BTreeMap::new(), BTreeMap::new(), BTreeMap::new())
         } else {
             (
                 checkpoint::read_offsets(&self.path.join(RECOVERY_POINT))?,
                 checkpoint::read_offsets(&self.path.join(LOG_START_OFFSET))?,
+                checkpoint::read_offsets(&self.path.join(REPLICATION_OFFSET))?,
             )
         };
         let mut report = LoadReport::default();
@@ -194,6 +195,10 @@ impl Store {
                     report.deleted_segments += r.deleted_segments;
                     report.damaged_segments += r.damaged_segments;
                     report.damaged_snapshots += r.damaged_snapshots;
+                    report.damaged_epoch_checkpoints += r.damaged_epoch_checkpoints;
+                    if let Some(&hw) = high_watermarks.get(&key) {
+                        log.restore_high_watermark(hw);
+                    }
                     log
                 };
                 // Appends to a loaded partition must wake in-process waiters too.
@@ -561,19 +566,26 @@ impl Store {
         self.topics.read().values().flat_map(|t| t.partitions.iter().cloned()).collect()
     }
 
-    /// Kafka's per-directory checkpoints: recovery points and log start offsets.
+    /// Kafka's per-directory checkpoints: recovery points, log start offsets
+    /// and the high watermarks of logs replication touched.
     fn write_checkpoints(&self) -> Result<()> {
         // Offsets are read under the lock too: a snapshot taken before another
         // writer's must not be written after it.
         let _one_writer = self.checkpoints.lock();
         let mut rp = BTreeMap::new();
         let mut starts = BTreeMap::new();
+        let mut hws = BTreeMap::new();
         for p in self.all_partitions() {
-            rp.insert((p.topic().to_string(), p.partition()), p.recovery_point());
-            starts.insert((p.topic().to_string(), p.partition()), p.log_start_offset());
+            let key = (p.topic().to_string(), p.partition());
+            rp.insert(key.clone(), p.recovery_point());
+            starts.insert(key.clone(), p.log_start_offset());
+            if let Some(hw) = p.checkpointed_high_watermark() {
+                hws.insert(key, hw);
+            }
         }
         checkpoint::write_offsets(&self.path.join(RECOVERY_POINT), &rp)?;
         checkpoint::write_offsets(&self.path.join(LOG_START_OFFSET), &starts)?;
+        checkpoint::write_offsets(&self.path.join(REPLICATION_OFFSET), &hws)?;
         let live: BTreeMap<(String, i32), i64> = self
             .cleaner_offsets
             .lock()

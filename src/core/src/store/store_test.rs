@@ -443,3 +443,43 @@ fn a_failed_grow_leaves_nothing_behind() {
     store.create_partitions("t", 3).unwrap();
     store.close().unwrap();
 }
+
+#[test]
+fn replicated_high_watermarks_are_checkpointed_and_embedded_ones_are_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    let t = store.create_topic("orders", 2, &none()).unwrap();
+    for p in 0..2 {
+        for _ in 0..3 {
+            t.partition(p).unwrap().append_as_leader(one(b"x"), AppendOrigin::Embedded).unwrap();
+        }
+    }
+    // Partition 1 follows: its high watermark is its leader's.
+    let follower = t.partition(1).unwrap();
+    follower.truncate_to(0).unwrap();
+    follower.append_as_follower(one_at(0, 3)).unwrap();
+    follower.append_as_follower(one_at(1, 3)).unwrap();
+    assert_eq!(follower.high_watermark(), 0);
+    follower.set_high_watermark(1).unwrap();
+    store.flush().unwrap();
+    let hws = checkpoint::read_offsets(&dir.path().join(REPLICATION_OFFSET)).unwrap();
+    assert_eq!(hws.into_iter().collect::<Vec<_>>(), [(("orders".to_string(), 1), 1)]);
+    // A crash: the follower's log end is past its checkpointed high watermark.
+    drop(t);
+    drop(store);
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    assert_eq!(store.partition("orders", 0).unwrap().high_watermark(), 3, "embedded: the log end");
+    let follower = store.partition("orders", 1).unwrap();
+    assert_eq!(follower.log_end_offset(), 2);
+    assert_eq!(follower.high_watermark(), 1, "min(checkpointed, log end)");
+    assert_eq!(follower.leader_epoch_entries().len(), 1);
+    assert_eq!(follower.offset_for_leader_epoch(3), (3, 2));
+}
+
+/// One record at `offset`, stamped with leader epoch `epoch`.
+fn one_at(offset: i64, epoch: i32) -> Vec<u8> {
+    let mut b = one(b"y");
+    crate::record::batch::set_base_offset(&mut b, offset);
+    crate::record::batch::set_partition_leader_epoch(&mut b, epoch);
+    b
+}

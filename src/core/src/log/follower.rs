@@ -1,0 +1,146 @@
+//! Appending as a follower: the leader's batches written as they are, their
+//! offsets, leader epochs and timestamps kept (Kafka's `appendAsFollower`).
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use super::{AppendInfo, PartitionLog, MAX_OFFSET};
+use crate::error::{Error, Result};
+use crate::producer_state::ProducerBatch;
+use crate::record::RecordBatch;
+use crate::segment::BatchInfo;
+
+impl PartitionLog {
+    /// Appends the leader's batches in `buf` (back to back) unchanged. Every
+    /// batch must pass its CRC and the size limit; the first must start at
+    /// the log end and each next one after the last (a compacted topic's
+    /// batches may skip offsets the cleaner removed), else the whole append is
+    /// refused. The leader epoch cache takes each batch's epoch, the producer
+    /// state its producer fields (unchecked: the leader checked them). The
+    /// high watermark does not move: the leader says where it is
+    /// (`set_high_watermark`).
+    pub fn append_as_follower(&self, buf: Vec<u8>) -> Result<AppendInfo> {
+        if self.read_only {
+            return Err(Error::ReadOnly("append"));
+        }
+        let config = self.config();
+        let rules = self.rules(&config);
+        let mut w = self.writer.lock();
+        self.check_open()?;
+        let first = self.log_end_offset();
+        let mut infos = Vec::new();
+        let mut expected = first;
+        let mut pos = 0;
+        while pos < buf.len() {
+            let b = RecordBatch::parse(&buf[pos..]).map_err(|e| {
+                Error::InvalidArgument(format!(
+                    "follower append to {}-{}: the batch at byte {pos} is bad: {e}",
+                    self.topic, self.partition
+                ))
+            })?;
+            rules.check_size(&b)?;
+            let gap_ok = config.cleanup_policy.compact && !infos.is_empty();
+            if b.base_offset() < expected || (b.base_offset() > expected && !gap_ok) {
+                let want = if infos.is_empty() { "the log end" } else { "the end of the batch before it" };
+                return Err(Error::InvalidArgument(format!(
+                    "follower append to {}-{}: the batch at byte {pos} starts at offset {}, expected {expected} \
+                     ({want})",
+                    self.topic,
+                    self.partition,
+                    b.base_offset()
+                )));
+            }
+            if b.last_offset() < b.base_offset() || b.last_offset() > MAX_OFFSET {
+                return Err(Error::InvalidArgument(format!(
+                    "follower append to {}-{}: the batch at byte {pos} has offsets {}..={}, expected them rising \
+                     and at most {MAX_OFFSET}",
+                    self.topic,
+                    self.partition,
+                    b.base_offset(),
+                    b.last_offset()
+                )));
+            }
+            let info = BatchInfo {
+                position: 0,
+                size: b.size() as u64,
+                base_offset: b.base_offset(),
+                last_offset: b.last_offset(),
+                max_timestamp: b.max_timestamp(),
+                records: b.records_count(),
+            };
+            infos.push((
+                pos,
+                info,
+                b.partition_leader_epoch(),
+                ProducerBatch::of(&b, b.base_offset(), b.max_timestamp()),
+            ));
+            expected = b.last_offset() + 1;
+            pos += b.size();
+        }
+        if infos.is_empty() {
+            return Err(Error::InvalidArgument("nothing to append: no record batch given".into()));
+        }
+        let mut next = first;
+        let mut records = 0i64;
+        let mut written = Ok(());
+        for (pos, info, epoch, producer) in &infos {
+            let bytes = &buf[*pos..*pos + info.size as usize];
+            // The epoch's start goes in first, as for a leader's append.
+            written = self
+                .epochs
+                .lock()
+                .assign(*epoch, info.base_offset)
+                .and_then(|_| self.maybe_roll(&config, info, &mut w.producers))
+                .and_then(|seg| seg.append(bytes, info, config.index_interval_bytes));
+            if let Err(e) = &written {
+                self.note_write_error(e);
+                break;
+            }
+            if let Some(p) = producer {
+                w.producers.apply(p);
+            }
+            next = info.last_offset + 1;
+            records += i64::from(info.records);
+        }
+        if let Err(e) = written {
+            if next == first {
+                let _ = self.epochs.lock().truncate_from_end(first);
+            } else if let Err(cut) = self.truncate_locked(first, self.log_start_offset(), &mut w.producers) {
+                self.sync_failed.store(true, Ordering::Release);
+                return Err(Error::IoAt {
+                    path: self.dir.clone(),
+                    source: std::io::Error::other(format!(
+                        "{e}; then cutting the failed append back failed: {cut}"
+                    )),
+                });
+            }
+            return Err(e);
+        }
+        w.producers.set_map_end(next);
+        self.end_offset.store(next, Ordering::Release);
+        self.high_watermark_kept.store(true, Ordering::Release);
+        if let Some(signal) = &*self.signal.read() {
+            signal.bump();
+        }
+        w.unflushed_messages += records;
+        let due = w.unflushed_messages >= config.flush_messages
+            || (config.flush_ms < i64::MAX && w.last_flush.elapsed().as_millis() as i64 >= config.flush_ms);
+        if due {
+            w.unflushed_messages = 0;
+            w.last_flush = Instant::now();
+            drop(w);
+            self.flush_to(next, false)?;
+        }
+        Ok(AppendInfo {
+            base_offset: first,
+            last_offset: next - 1,
+            log_append_time: -1,
+            records,
+            duplicate: false,
+        })
+    }
+}
+
+#[cfg(test)]
+#[path = "follower_test.rs"]
+mod tests;
