@@ -5,7 +5,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::PartitionLog;
+use parking_lot::MutexGuard;
+
+use super::{PartitionLog, WriterState};
 use crate::clock::now_ms;
 use crate::config::LogConfig;
 use crate::error::{Error, Result};
@@ -277,28 +279,61 @@ impl PartitionLog {
         if let Err(e) = written {
             // Nothing of a failed append may stay: earlier batches of it were
             // never acknowledged, and readers have not seen them (the end offset
-            // is published below).
-            if next == first {
-                // Only the epoch cache may have been told of it.
-                let _ = self.epochs.lock().truncate_from_end(first);
-            } else {
-                if let Err(cut) = self.truncate_locked(first, self.log_start_offset(), &mut w.producers) {
-                    // The log no longer knows its own tail: refuse writes until a
-                    // reopen recovers it.
-                    self.sync_failed.store(true, Ordering::Release);
-                    return Err(Error::IoAt {
-                        path: self.dir.clone(),
-                        source: std::io::Error::other(format!(
-                            "{e}; then cutting the failed append back failed: {cut}"
-                        )),
-                    });
+            // is published only below).
+            return Err(self.give_up_append(first, next, e, &mut w));
+        }
+        self.publish_append(w, &config, next, records, true)?;
+        Ok(AppendInfo {
+            base_offset: first,
+            last_offset: next - 1,
+            log_append_time,
+            records,
+            duplicate: false,
+        })
+    }
+
+    /// Undoes a failed append whose batches reached `next` (from `first`):
+    /// cuts them back, or, if none was written, forgets the epoch entry it may
+    /// have made. Returns the error to report; if even the cut fails, the log
+    /// no longer knows its own tail and refuses writes until a reopen recovers it.
+    pub(super) fn give_up_append(&self, first: i64, next: i64, e: Error, w: &mut WriterState) -> Error {
+        if next == first {
+            let _ = self.epochs.lock().truncate_from_end(first);
+            return e;
+        }
+        match self.truncate_locked(first, self.log_start_offset(), &mut w.producers) {
+            Ok(()) => e,
+            Err(cut) => {
+                self.sync_failed.store(true, Ordering::Release);
+                Error::IoAt {
+                    path: self.dir.clone(),
+                    source: std::io::Error::other(format!(
+                        "{e}; then cutting the failed append back failed: {cut}"
+                    )),
                 }
             }
-            return Err(e);
         }
+    }
+
+    /// Makes an append that reached the file visible: the new log end for
+    /// readers and waiters (and, for a leader whose appends advance it, the high
+    /// watermark), then the flush policy's count, flushing when it is due once
+    /// the writer lock is released.
+    pub(super) fn publish_append(
+        &self,
+        mut w: MutexGuard<'_, WriterState>,
+        config: &LogConfig,
+        next: i64,
+        records: i64,
+        advance_high_watermark: bool,
+    ) -> Result<()> {
         w.producers.set_map_end(next);
         self.end_offset.store(next, Ordering::Release);
-        self.high_watermark.store(next, Ordering::Release);
+        if advance_high_watermark {
+            self.high_watermark.store(next, Ordering::Release);
+        } else {
+            self.high_watermark_kept.store(true, Ordering::Release);
+        }
         if let Some(signal) = &*self.signal.read() {
             signal.bump();
         }
@@ -311,13 +346,7 @@ impl PartitionLog {
             drop(w);
             self.flush_to(next, false)?;
         }
-        Ok(AppendInfo {
-            base_offset: first,
-            last_offset: next - 1,
-            log_append_time,
-            records,
-            duplicate: false,
-        })
+        Ok(())
     }
 
     /// Rolls to a new segment when Kafka would: the batch would overflow

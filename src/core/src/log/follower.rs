@@ -1,9 +1,6 @@
 //! Appending as a follower: the leader's batches written as they are, their
 //! offsets, leader epochs and timestamps kept (Kafka's `appendAsFollower`).
 
-use std::sync::atomic::Ordering;
-use std::time::Instant;
-
 use super::{AppendInfo, PartitionLog, MAX_OFFSET};
 use crate::error::{Error, Result};
 use crate::producer_state::ProducerBatch;
@@ -103,34 +100,10 @@ impl PartitionLog {
             records += i64::from(info.records);
         }
         if let Err(e) = written {
-            if next == first {
-                let _ = self.epochs.lock().truncate_from_end(first);
-            } else if let Err(cut) = self.truncate_locked(first, self.log_start_offset(), &mut w.producers) {
-                self.sync_failed.store(true, Ordering::Release);
-                return Err(Error::IoAt {
-                    path: self.dir.clone(),
-                    source: std::io::Error::other(format!(
-                        "{e}; then cutting the failed append back failed: {cut}"
-                    )),
-                });
-            }
-            return Err(e);
+            return Err(self.give_up_append(first, next, e, &mut w));
         }
-        w.producers.set_map_end(next);
-        self.end_offset.store(next, Ordering::Release);
-        self.high_watermark_kept.store(true, Ordering::Release);
-        if let Some(signal) = &*self.signal.read() {
-            signal.bump();
-        }
-        w.unflushed_messages += records;
-        let due = w.unflushed_messages >= config.flush_messages
-            || (config.flush_ms < i64::MAX && w.last_flush.elapsed().as_millis() as i64 >= config.flush_ms);
-        if due {
-            w.unflushed_messages = 0;
-            w.last_flush = Instant::now();
-            drop(w);
-            self.flush_to(next, false)?;
-        }
+        // A follower's high watermark comes from its leader, not its appends.
+        self.publish_append(w, &config, next, records, false)?;
         Ok(AppendInfo {
             base_offset: first,
             last_offset: next - 1,
