@@ -94,6 +94,28 @@ pub struct InRecord {
     pub timestamp: Option<i64>,
 }
 
+/// Runs `f` over `items` as the builder's borrowed records, a missing
+/// timestamp taking `default_timestamp`.
+pub fn with_new_records<T>(
+    items: &[InRecord],
+    default_timestamp: i64,
+    f: impl FnOnce(&[seglog_core::record::NewRecord<'_>]) -> T,
+) -> T {
+    let headers: Vec<Vec<seglog_core::record::HeaderRef<'_>>> =
+        items.iter().map(|r| r.headers.iter().map(|(k, v)| (k.as_bytes(), v.as_deref())).collect()).collect();
+    let recs: Vec<seglog_core::record::NewRecord<'_>> = items
+        .iter()
+        .zip(&headers)
+        .map(|(r, h)| seglog_core::record::NewRecord {
+            timestamp: r.timestamp.unwrap_or(default_timestamp),
+            key: r.key.as_deref(),
+            value: r.value.as_deref(),
+            headers: h,
+        })
+        .collect();
+    f(&recs)
+}
+
 fn bytes_or_none(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<PyBackedBytes>> {
     if obj.is_none() {
         return Ok(None);

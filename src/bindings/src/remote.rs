@@ -14,10 +14,10 @@ use seglog_client::{
     fetch_columns, fetch_one, list_offset, ClientConfig, Cluster, FetchOptions, FetchPartition,
     IdempotentProducer, ProducerConfig,
 };
-use seglog_core::record::{Compression, HeaderRef, NewRecord};
+use seglog_core::record::Compression;
 
 use crate::errors::PyResult;
-use crate::records::{extract_record, to_records, InRecord};
+use crate::records::{extract_record, to_records, with_new_records, InRecord};
 use crate::store::{columns_to_py, member_dict};
 
 #[pyclass(frozen, module = "seglog._native", name = "RemoteClient")]
@@ -192,21 +192,7 @@ impl RemoteClient {
                 }
             };
             let now = seglog_client::producer::now_ms();
-            let headers: Vec<Vec<HeaderRef<'_>>> = items
-                .iter()
-                .map(|r| r.headers.iter().map(|(k, v)| (k.as_bytes(), v.as_deref())).collect())
-                .collect();
-            let recs: Vec<NewRecord<'_>> = items
-                .iter()
-                .zip(&headers)
-                .map(|(r, h)| NewRecord {
-                    timestamp: r.timestamp.unwrap_or(now),
-                    key: r.key.as_deref(),
-                    value: r.value.as_deref(),
-                    headers: h,
-                })
-                .collect();
-            producer.send_with(topic, partition, &recs, codec)
+            with_new_records(&items, now, |recs| producer.send_with(topic, partition, recs, codec))
         })?;
         Ok(result.base_offset)
     }

@@ -14,15 +14,14 @@ use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 use super::buffer::ByteBuffer;
-use super::records::{extract_record, to_records, InRecord};
+use super::records::{extract_record, to_records, with_new_records, InRecord};
 use seglog_core::client::columns::{BinaryColumn, Columns};
 use seglog_core::client::fetch::{read_batches, read_columns};
 use seglog_core::client::partitioner::partition_for_key;
 use seglog_core::group;
 use seglog_core::log::AppendOrigin;
 use seglog_core::record::batch::NO_TIMESTAMP;
-use seglog_core::record::HeaderRef;
-use seglog_core::record::{Compression, NewRecord};
+use seglog_core::record::Compression;
 use seglog_core::store::Store as CoreStore;
 
 pub fn config_map(config: Option<&Bound<'_, PyDict>>) -> PyResult<BTreeMap<String, String>> {
@@ -206,21 +205,10 @@ impl Store {
         let core = self.core()?;
         let info = py.detach(|| {
             let t = if create { core.topic_or_create(topic)? } else { core.topic(topic)? };
-            let headers: Vec<Vec<HeaderRef<'_>>> = items
-                .iter()
-                .map(|r| r.headers.iter().map(|(k, v)| (k.as_bytes(), v.as_deref())).collect())
-                .collect();
-            let recs: Vec<NewRecord<'_>> = items
-                .iter()
-                .zip(&headers)
-                .map(|(r, h)| NewRecord {
-                    timestamp: r.timestamp.unwrap_or(NO_TIMESTAMP),
-                    key: r.key.as_deref(),
-                    value: r.value.as_deref(),
-                    headers: h,
-                })
-                .collect();
-            t.partition(partition)?.append_records(&recs, codec, durable, AppendOrigin::Client)
+            let log = t.partition(partition)?;
+            with_new_records(&items, NO_TIMESTAMP, |recs| {
+                log.append_records(recs, codec, durable, AppendOrigin::Client)
+            })
         })?;
         Ok((info.base_offset, info.last_offset))
     }
