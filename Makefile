@@ -15,7 +15,7 @@ BENCH_ARGS ?=
 export VIRTUAL_ENV := $(CURDIR)/$(VENV)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: run test test-rust test-python test-crash lint bench bench-kcat bench-spark bench-rust develop wheel clean
+.PHONY: run test test-rust test-python test-crash test-cluster cluster zookeeper lint bench bench-kcat bench-spark bench-rust develop wheel clean
 
 $(PY):
 	@echo "==> creating $(VENV)"
@@ -57,6 +57,22 @@ test-python: develop
 test-crash: develop
 	$(PY) -m pytest -m crash $(PYTEST_ARGS)
 
+# The replication tests alone: ZooKeeper and broker processes, killed and paused.
+test-cluster: develop zookeeper
+	$(PY) -m pytest -m cluster $(PYTEST_ARGS)
+
+# Debian's zookeeper package (and java), installed when missing (as root, as here);
+# the tests' fixtures do the same through seglog._zookeeper.ensure_installed.
+zookeeper: develop
+	@$(PY) -c "import seglog._zookeeper as z; z.ensure_installed()"
+
+# ZooKeeper and three brokers in racks r1, r2, r3 on 127.0.0.1 until Ctrl-C
+# (README "Replication (a cluster)"). CLUSTER_ARGS="--config k=v" for more.
+CLUSTER_DIR ?= $(or $(TMPDIR),/tmp)/seglog-cluster
+CLUSTER_ARGS ?=
+cluster: develop zookeeper
+	$(PY) -m seglog cluster --dir $(CLUSTER_DIR) $(CLUSTER_ARGS)
+
 lint: develop
 	cargo fmt --check
 	cargo clippy --workspace --all-targets -- -D warnings
@@ -65,7 +81,7 @@ lint: develop
 	$(PY) -m mypy python/seglog
 	$(PY) -m mypy.stubtest seglog._native
 
-bench: develop $(VENV)/.bench-installed bench-kcat
+bench: develop $(VENV)/.bench-installed bench-kcat zookeeper
 	OPENBLAS_NUM_THREADS=1 $(PY) benches/run.py $(BENCH_ARGS)
 	$(MAKE) --no-print-directory bench-spark
 

@@ -53,12 +53,13 @@ from cases.consume import consume_group
 from cases.lookup import lookup_group
 from cases.machine import machine_group
 from cases.produce import produce_group
+from cases.replication import replication_group
 from cases.stores import log_bytes
 from environment import bench_root, cpu_busy, cpu_ticks, fs_type, other_cpu, prefault
 from harness import Bench, Data, Report, rmtree, seglog
 from report import API, CHART_PNG, RESULTS_JSON, Run, write
 
-GROUPS = ("produce", "consume", "lookup", "machine", "broker")
+GROUPS = ("produce", "consume", "lookup", "machine", "broker", "replication")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,14 +79,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--png", type=Path, default=CHART_PNG)
     groups_help = f"groups to run, comma-separated (default: {','.join(GROUPS)})"
     ap.add_argument("--only", default=",".join(GROUPS), help=groups_help)
-    ap.add_argument("--no-broker", action="store_true", help="skip the broker group")
+    ap.add_argument("--no-broker", action="store_true", help="skip the broker and replication groups")
     args = ap.parse_args(argv)
     n = 100_000 if args.quick else args.records
     groups = set(args.only.split(","))
     if unknown := groups - set(GROUPS):
         ap.error(f"--only: unknown groups {sorted(unknown)}; expected some of {','.join(GROUPS)}")
     if args.no_broker:
-        groups.discard("broker")
+        groups -= {"broker", "replication"}
 
     started = time.monotonic()
     load_before = cpu_busy()
@@ -110,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
             machine_group(b, log_bytes(b))
         if "broker" in groups:
             broker_group(b)
+        if "replication" in groups:
+            replication_group(b)
     finally:
         rmtree(root)
     report.compare()

@@ -1,16 +1,19 @@
-"""Shared fixtures: every test gets its own store directory on the real disk."""
+"""Shared fixtures: every test gets its own store directory on the real disk; cluster
+tests get ZooKeeper (installed from Debian's package when missing) and broker processes."""
 
 from __future__ import annotations
 
 import os
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 import seglog
+from seglog._cluster import LocalCluster
+from seglog._zookeeper import ZooKeeper, ensure_installed
 
 # Spark workers and subprocess writers must run this interpreter, with this package.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -43,3 +46,48 @@ def broker(store: seglog.Store) -> Iterator[seglog.Broker]:
     """A broker on 127.0.0.1 (a free port) serving the test's store."""
     with seglog.Broker(store) as b:
         yield b
+
+
+@pytest.fixture(scope="session")
+def zookeeper_installed() -> None:
+    """Debian's zookeeper package, installed with apt-get when missing (as CI machines
+    start without it)."""
+    ensure_installed()
+
+
+@pytest.fixture
+def zookeeper(tmp_path: Path, zookeeper_installed: None) -> Iterator[ZooKeeper]:
+    """A standalone ZooKeeper on a free port of 127.0.0.1, stopped after the test."""
+    with ZooKeeper(tmp_path / "zk") as zk:
+        yield zk
+
+
+@pytest.fixture
+def local_cluster(tmp_path: Path, zookeeper_installed: None) -> Iterator[Callable[..., LocalCluster]]:
+    """Makes started clusters: ``local_cluster(brokers=3, config={...}, zookeeper_nodes=1)``
+    (LocalCluster's other keywords too) under the test's directory; every broker and
+    ZooKeeper node is stopped after the test, and the end of each broker's log is printed
+    (pytest shows it when the test fails)."""
+    made: list[tuple[LocalCluster, ZooKeeper | None]] = []
+
+    def make(*, zookeeper_nodes: int = 1, **kwargs: object) -> LocalCluster:
+        base = tmp_path / f"cluster{len(made) + 1}"
+        zk = None
+        if zookeeper_nodes > 1:
+            zk = ZooKeeper(base / "zk", nodes=zookeeper_nodes)
+        cluster = LocalCluster(base, zookeeper=zk, **kwargs)  # type: ignore[arg-type]
+        made.append((cluster, zk))
+        if zk is not None:
+            zk.start()
+        cluster.start()
+        return cluster
+
+    yield make
+    for cluster, zk in reversed(made):
+        cluster.stop()
+        if zk is not None:
+            zk.stop()
+        for n in cluster.broker_ids:
+            log = cluster.log_path(n)
+            lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+            print(f"--- broker {n} ({log}), last lines:", *lines[-40:], sep="\n")

@@ -506,11 +506,13 @@ def test_aiokafka_admin_create_describe_delete(broker):
         "message.timestamp.before.max.ms",
         "message.timestamp.type",
         "min.cleanable.dirty.ratio",
+        "min.insync.replicas",
         "retention.bytes",
         "retention.ms",
         "segment.bytes",
         "segment.index.bytes",
         "segment.ms",
+        "unclean.leader.election.enable",
     }
     assert [tuple(r)[:1] for r in altered[0].resources] == [(0,)]
     assert dict(tuple(t)[:2] for t in deleted.topic_error_codes) == {

@@ -237,8 +237,22 @@ def _serve(path: Path, advertised: str) -> tuple[subprocess.Popen[str], str]:
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()
-    assert line.startswith("seglog: broker 0 listening on "), line
+    if not line.startswith("seglog: broker 0 listening on "):
+        _stop(proc, signal.SIGKILL)
+        raise AssertionError(f"seglog serve did not start: {line!r}")
     return proc, line.rsplit(" ", 1)[1].strip()
+
+
+def _stop(proc: subprocess.Popen[str], sig: int) -> None:
+    """Signals a ``_serve`` process, waits for it and closes its pipe (an unclosed
+    pipe is a ResourceWarning when the collector finds it, perhaps in another test)."""
+    try:
+        if proc.poll() is None:
+            proc.send_signal(sig)
+        proc.wait(30)
+    finally:
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def test_a_retry_after_a_broker_crash_is_still_recognised(tmp_path: Path) -> None:
@@ -248,8 +262,7 @@ def test_a_retry_after_a_broker_crash_is_still_recognised(tmp_path: Path) -> Non
     procs: list[subprocess.Popen[str]] = []
 
     def crash_and_restart() -> None:
-        procs[-1].send_signal(signal.SIGKILL)
-        procs[-1].wait()
+        _stop(procs[-1], signal.SIGKILL)
         proc, addr = _serve(tmp_path, proxy.address)
         procs.append(proc)
         proxy.upstream = addr
@@ -263,8 +276,7 @@ def test_a_retry_after_a_broker_crash_is_still_recognised(tmp_path: Path) -> Non
         assert proxy.cuts == 1 and len(procs) == 2
     finally:
         for p in procs:
-            p.send_signal(signal.SIGTERM)
-            p.wait(30)
+            _stop(p, signal.SIGTERM)
         proxy.close()
     with seglog.open(tmp_path, read_only=True) as store:
         values = _values(store, "crashed")

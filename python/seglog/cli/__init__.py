@@ -6,7 +6,9 @@
 ``seglog groups``    list / describe / delete consumer groups, reset their offsets (kafka-consumer-groups)
 ``seglog dump-log``  decode ``.log`` / ``.index`` / ``.timeindex`` files (kafka-dump-log)
 ``seglog verify``    walk a whole store, checking every batch, offset and index entry
-``seglog serve``     a broker: Kafka's wire protocol over the store (kafka-server-start)
+``seglog serve``     a broker: Kafka's wire protocol over the store (kafka-server-start);
+                    with ``--zookeeper`` a member of a replicating cluster
+``seglog cluster``   ZooKeeper and three brokers in three racks on this machine
 
 Commands that only read open the store with ``read_only=True``, so they work while a
 writer process holds it. Expected failures print one ``seglog: error: ...`` line on
@@ -22,7 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from .. import SeglogError, __version__
-from . import clean, consume, dump_log, groups, produce, serve, topics, verify
+from . import clean, cluster, consume, dump_log, groups, produce, serve, topics, verify
 from ._common import PROG, STORE_ENV, CliError, store_option
 
 __all__ = ["main"]
@@ -43,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     dump_log.add_parser(commands)
     for module in (clean, verify, serve):
         module.add_parser(commands, store_opt)
+    cluster.add_parser(commands)
     return parser
 
 

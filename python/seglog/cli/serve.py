@@ -1,5 +1,6 @@
 """``seglog serve``: a broker speaking Kafka's wire protocol over a store, until SIGTERM or
-SIGINT (then it stops accepting, finishes in-flight requests, closes the store and exits 0)."""
+SIGINT (then it stops accepting, finishes in-flight requests, closes the store and exits 0).
+With ``--zookeeper`` it is a member of a cluster coordinated by that ZooKeeper."""
 
 from __future__ import annotations
 
@@ -29,7 +30,10 @@ def add_parser(
         description=(
             "Serve the store over Kafka's wire protocol: confluent-kafka, kafka-python, aiokafka, "
             "Java clients and kcat produce and consume unchanged. Prints 'seglog: broker N listening "
-            "on HOST:PORT' once it accepts connections."
+            "on HOST:PORT' once it accepts connections. With --zookeeper the broker is a member of "
+            "the cluster that ZooKeeper coordinates (Kafka's ZooKeeper mode): partitions are "
+            "replicated to other brokers, each with a leader and in-sync followers; give every "
+            "broker its own --node-id and store. Without it, a single broker serves the store alone."
         ),
     )
     p.add_argument(
@@ -40,6 +44,16 @@ def add_parser(
     )
     p.add_argument("--advertised-listener", metavar="HOST:PORT", help="the address Metadata gives clients")
     p.add_argument("--node-id", type=int, default=0, metavar="N", help="the broker's id (default 0)")
+    p.add_argument(
+        "--zookeeper",
+        metavar="HOST:PORT[,HOST:PORT...][/chroot]",
+        help="join the cluster this ZooKeeper coordinates (the key zookeeper.connect)",
+    )
+    p.add_argument(
+        "--rack",
+        metavar="RACK",
+        help="the broker's rack, for rack-aware replica placement (the key broker.rack)",
+    )
     p.add_argument(
         "--config",
         action="append",
@@ -57,6 +71,10 @@ def run(args: argparse.Namespace) -> int:
     config["node.id"] = str(args.node_id)
     if args.advertised_listener:
         config["advertised.listeners"] = args.advertised_listener
+    if args.zookeeper is not None:
+        config["zookeeper.connect"] = args.zookeeper
+    if args.rack is not None:
+        config["broker.rack"] = args.rack
     if args.node_id < 0:
         raise CliError(f"--node-id must be >= 0, got {args.node_id}")
     stop = threading.Event()

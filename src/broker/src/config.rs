@@ -42,6 +42,32 @@ pub struct BrokerConfig {
     pub offsets_retention_check_interval_ms: u64,
     /// `offset.metadata.max.bytes`: the longest metadata string of a commit.
     pub offset_metadata_max_bytes: usize,
+    /// `zookeeper.connect`: `host:port[,host:port...][/chroot]` of the
+    /// ZooKeeper ensemble that makes this broker a member of a cluster; unset,
+    /// it is a single broker leading every partition of its store.
+    pub zookeeper_connect: Option<String>,
+    /// `zookeeper.session.timeout.ms`: how long after its last heartbeat a
+    /// broker's registration (and so its leaderships) is given up.
+    pub zookeeper_session_timeout_ms: u64,
+    /// `broker.rack`: the rack in `/brokers/ids/N` and Metadata, used by
+    /// rack-aware replica placement.
+    pub rack: Option<String>,
+    /// `replica.lag.time.max.ms`: a follower not caught up for this long leaves the ISR.
+    pub replica_lag_time_max_ms: u64,
+    /// `replica.fetch.wait.max.ms`: how long a follower's fetch waits at the leader.
+    pub replica_fetch_wait_max_ms: u64,
+    /// `replica.fetch.max.bytes`: bytes per partition a follower asks for.
+    pub replica_fetch_max_bytes: i32,
+    /// `default.replication.factor`: for topics created without one.
+    pub default_replication_factor: i32,
+    /// `auto.leader.rebalance.enable`: the controller moves leadership back
+    /// to each partition's preferred replica.
+    pub auto_leader_rebalance_enable: bool,
+    /// `leader.imbalance.check.interval.seconds`: how often it looks.
+    pub leader_imbalance_check_interval_seconds: u64,
+    /// `replica.high.watermark.checkpoint.interval.ms`: how often the high
+    /// watermarks are written to `replication-offset-checkpoint`.
+    pub replica_high_watermark_checkpoint_interval_ms: u64,
     /// Store and topic keys, for a broker that opens its store itself.
     pub store: BTreeMap<String, String>,
 }
@@ -65,6 +91,16 @@ impl Default for BrokerConfig {
             offsets_retention_minutes: 10_080,
             offsets_retention_check_interval_ms: 600_000,
             offset_metadata_max_bytes: 4096,
+            zookeeper_connect: None,
+            zookeeper_session_timeout_ms: 18_000,
+            rack: None,
+            replica_lag_time_max_ms: 30_000,
+            replica_fetch_wait_max_ms: 500,
+            replica_fetch_max_bytes: 1 << 20,
+            default_replication_factor: 1,
+            auto_leader_rebalance_enable: true,
+            leader_imbalance_check_interval_seconds: 300,
+            replica_high_watermark_checkpoint_interval_ms: 5_000,
             store: BTreeMap::new(),
         }
     }
@@ -88,6 +124,16 @@ pub const BROKER_KEYS: &[&str] = &[
     "offsets.retention.minutes",
     "offsets.retention.check.interval.ms",
     "offset.metadata.max.bytes",
+    "zookeeper.connect",
+    "zookeeper.session.timeout.ms",
+    "broker.rack",
+    "replica.lag.time.max.ms",
+    "replica.fetch.wait.max.ms",
+    "replica.fetch.max.bytes",
+    "default.replication.factor",
+    "auto.leader.rebalance.enable",
+    "leader.imbalance.check.interval.seconds",
+    "replica.high.watermark.checkpoint.interval.ms",
 ];
 
 fn int(key: &str, value: &str, min: i64, max: i64) -> Result<i64> {
@@ -114,6 +160,26 @@ pub fn parse_listener(key: &str, value: &str) -> Result<String> {
     match v.rsplit_once(':') {
         Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok(v.to_string()),
         _ => Err(Error::InvalidConfig(format!("{key}: expected HOST:PORT, got {value:?}"))),
+    }
+}
+
+/// `host:port[,host:port...][/chroot]`, checked for shape (each server a
+/// host and a port; a chroot an absolute path).
+pub fn parse_zookeeper(key: &str, value: &str) -> Result<String> {
+    let v = value.trim();
+    let (servers, chroot) = match v.find('/') {
+        Some(i) => (&v[..i], Some(&v[i..])),
+        None => (v, None),
+    };
+    let servers_ok = !servers.is_empty()
+        && servers.split(',').all(|s| {
+            matches!(s.trim().rsplit_once(':'), Some((h, p)) if !h.is_empty() && p.parse::<u16>().is_ok())
+        });
+    let chroot_ok = chroot.is_none_or(|c| c.len() > 1 && !c.ends_with('/') && !c.contains("//"));
+    if servers_ok && chroot_ok {
+        Ok(v.to_string())
+    } else {
+        Err(Error::InvalidConfig(format!("{key}: expected HOST:PORT[,HOST:PORT...][/chroot], got {value:?}")))
     }
 }
 
@@ -154,6 +220,32 @@ impl BrokerConfig {
                 }
                 "offset.metadata.max.bytes" => {
                     c.offset_metadata_max_bytes = int(key, value, 0, i32::MAX.into())? as usize
+                }
+                "zookeeper.connect" => c.zookeeper_connect = Some(parse_zookeeper(key, value)?),
+                "zookeeper.session.timeout.ms" => {
+                    c.zookeeper_session_timeout_ms = int(key, value, 1_000, 600_000)? as u64
+                }
+                "broker.rack" => {
+                    let rack = value.trim();
+                    c.rack = (!rack.is_empty()).then(|| rack.to_string());
+                }
+                "replica.lag.time.max.ms" => c.replica_lag_time_max_ms = int(key, value, 1, i64::MAX)? as u64,
+                "replica.fetch.wait.max.ms" => {
+                    c.replica_fetch_wait_max_ms = int(key, value, 0, 60_000)? as u64
+                }
+                "replica.fetch.max.bytes" => {
+                    c.replica_fetch_max_bytes = int(key, value, 1024, i32::MAX.into())? as i32
+                }
+                "default.replication.factor" => {
+                    c.default_replication_factor = int(key, value, 1, i16::MAX.into())? as i32
+                }
+                "auto.leader.rebalance.enable" => c.auto_leader_rebalance_enable = boolean(key, value)?,
+                "leader.imbalance.check.interval.seconds" => {
+                    c.leader_imbalance_check_interval_seconds =
+                        int(key, value, 1, i64::from(i32::MAX))? as u64
+                }
+                "replica.high.watermark.checkpoint.interval.ms" => {
+                    c.replica_high_watermark_checkpoint_interval_ms = int(key, value, 1, i64::MAX)? as u64
                 }
                 _ => {
                     c.store.insert(key.clone(), value.clone());

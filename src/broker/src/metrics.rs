@@ -31,6 +31,12 @@ pub struct Metrics {
     pub connections: Gauge,
     pub connections_created: Counter,
     pub connection_errors: Counter,
+    /// A cluster member's replication: Kafka's IsrShrinksPerSec,
+    /// IsrExpandsPerSec, LeaderCount and UnderReplicatedPartitions.
+    pub isr_shrinks: Counter,
+    pub isr_expands: Counter,
+    pub leader_partitions: Gauge,
+    pub under_replicated_partitions: Gauge,
 }
 
 fn latency_histogram() -> Histogram {
@@ -58,6 +64,10 @@ impl Default for Metrics {
             connections: Gauge::default(),
             connections_created: Counter::default(),
             connection_errors: Counter::default(),
+            isr_shrinks: Counter::default(),
+            isr_expands: Counter::default(),
+            leader_partitions: Gauge::default(),
+            under_replicated_partitions: Gauge::default(),
             registry: Registry::default(),
         };
         registry.register("requests", "Requests handled, per API (Kafka's RequestsPerSec)", requests);
@@ -108,6 +118,26 @@ impl Default for Metrics {
             "Connections closed for bad input or I/O errors",
             m.connection_errors.clone(),
         );
+        registry.register(
+            "isr_shrinks",
+            "Followers dropped from an ISR by this leader (IsrShrinksPerSec)",
+            m.isr_shrinks.clone(),
+        );
+        registry.register(
+            "isr_expands",
+            "Followers added to an ISR by this leader (IsrExpandsPerSec)",
+            m.isr_expands.clone(),
+        );
+        registry.register(
+            "leader_partitions",
+            "Partitions this broker leads (LeaderCount)",
+            m.leader_partitions.clone(),
+        );
+        registry.register(
+            "under_replicated_partitions",
+            "Partitions this broker leads with fewer in-sync replicas than replicas (UnderReplicatedPartitions)",
+            m.under_replicated_partitions.clone(),
+        );
         Metrics { registry, ..m }
     }
 }
@@ -154,6 +184,10 @@ impl Metrics {
         m.insert("connections".into(), self.connections.get().max(0) as u64);
         m.insert("connections_created".into(), self.connections_created.get());
         m.insert("connection_errors".into(), self.connection_errors.get());
+        m.insert("isr_shrinks".into(), self.isr_shrinks.get());
+        m.insert("isr_expands".into(), self.isr_expands.get());
+        m.insert("leader_partitions".into(), self.leader_partitions.get().max(0) as u64);
+        m.insert("under_replicated_partitions".into(), self.under_replicated_partitions.get().max(0) as u64);
         m
     }
 }

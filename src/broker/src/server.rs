@@ -18,6 +18,7 @@ use crate::connection::serve_connection;
 use crate::coordinator::{Coordinator, GroupConfig};
 use crate::logline::log;
 use crate::metrics::{serve_metrics, Metrics};
+use crate::replication::Replication;
 
 /// What every request handler can see.
 pub struct Shared {
@@ -33,6 +34,9 @@ pub struct Shared {
     pub stopping: watch::Receiver<bool>,
     /// The group coordinator (every group's: this is the only broker).
     pub coordinator: Arc<Coordinator>,
+    /// This broker's part in a cluster (`zookeeper.connect`); `None` for a
+    /// single broker, which leads every partition of its store.
+    pub replication: Option<Arc<Replication>>,
 }
 
 pub struct Broker {
@@ -43,6 +47,8 @@ pub struct Broker {
     stop: watch::Sender<bool>,
     server: Option<tokio::task::JoinHandle<()>>,
     bridge: Option<JoinHandle<()>>,
+    /// The ZooKeeper session loop of a cluster member.
+    membership: Option<tokio::task::JoinHandle<()>>,
 }
 
 fn io_err(what: &str) -> impl FnOnce(std::io::Error) -> Error + '_ {
@@ -89,6 +95,33 @@ impl Broker {
         let (appended_tx, appended) = watch::channel(0u64);
         let (stop, stop_rx) = watch::channel(false);
         let bridge = Self::bridge_appends(&store, appended_tx, stop_rx.clone())?;
+        // A cluster member joins before it serves: registered, the cluster
+        // read, its replicas' roles taken.
+        let (replication, cluster_id, membership) = match &config.zookeeper_connect {
+            None => (None, cluster_id, None),
+            Some(_) => {
+                let r = Replication::new(
+                    store.clone(),
+                    config.clone(),
+                    advertised.clone(),
+                    cluster_id,
+                    stop_rx.clone(),
+                    metrics.clone(),
+                );
+                let wait = Duration::from_millis(config.zookeeper_session_timeout_ms * 2 + 10_000);
+                let session = match runtime.block_on(r.join(wait)) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let _ = stop.send(true);
+                        let _ = bridge.join();
+                        return Err(e);
+                    }
+                };
+                let id = r.cluster_id();
+                let task = runtime.spawn(r.clone().run(session));
+                (Some(r), id, Some(task))
+            }
+        };
         let shared = Arc::new(Shared {
             store,
             config,
@@ -98,6 +131,7 @@ impl Broker {
             appended,
             stopping: stop_rx.clone(),
             coordinator,
+            replication,
         });
         runtime.spawn(shared.coordinator.clone().run_timer(stop_rx.clone()));
         let (host, port) = &shared.advertised;
@@ -111,6 +145,7 @@ impl Broker {
             stop,
             server: Some(server),
             bridge: Some(bridge),
+            membership,
         })
     }
 
@@ -166,6 +201,10 @@ impl Broker {
         self.shared.coordinator.shutdown();
         if let (Some(rt), Some(server)) = (self.runtime.as_ref(), self.server.take()) {
             let _ = rt.block_on(async { tokio::time::timeout(grace, server).await });
+        }
+        // Deregistered (and the controller given up) before the runtime goes.
+        if let (Some(rt), Some(task)) = (self.runtime.as_ref(), self.membership.take()) {
+            let _ = rt.block_on(async { tokio::time::timeout(Duration::from_secs(3), task).await });
         }
         if let Some(rt) = self.runtime.take() {
             rt.shutdown_timeout(Duration::from_secs(1));

@@ -15,6 +15,7 @@ use seglog_core::store::{validate_topic_name, Store};
 
 use super::configs::{self, RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::{blocking, error_code, Reply};
+use crate::replication::ClusterView;
 use crate::server::Shared;
 
 /// v2 is the first flexible version.
@@ -23,13 +24,16 @@ pub const VERSIONS: (i16, i16) = (0, 1);
 pub type Refusal = (i16, String);
 
 /// Applies (or with `validate_only` checks) changes to a topic's overrides;
-/// `changes` is computed from the overrides `f` is given.
+/// `changes` is computed from the overrides `f` is given. A cluster member's
+/// (`cluster` given) overrides are ZooKeeper's (`/config/topics/T`): nothing
+/// is applied here, the overrides wanted are returned for the caller to write.
 pub fn alter_topic(
     store: &Store,
+    cluster: Option<&ClusterView>,
     name: &str,
     validate_only: bool,
     changes: impl FnOnce(&BTreeMap<String, String>) -> Result<BTreeMap<String, Option<String>>, Refusal>,
-) -> Result<(), Refusal> {
+) -> Result<Option<BTreeMap<String, String>>, Refusal> {
     let failed = |e: Error| (error_code(&e), e.to_string());
     if name.is_empty() {
         return Err((
@@ -38,6 +42,14 @@ pub fn alter_topic(
         ));
     }
     validate_topic_name(name).map_err(failed)?;
+    let unknown =
+        || (ResponseError::UnknownTopicOrPartition.code(), format!("The topic '{name}' does not exist."));
+    if let Some(view) = cluster {
+        let current = &view.topics.get(name).ok_or_else(unknown)?.config;
+        let wanted = configs::applied(current, &changes(current)?);
+        store.config().topic_defaults.with_overrides(&wanted).map_err(failed)?;
+        return Ok(Some(wanted));
+    }
     let topic = store.topic(name).map_err(|e| match e {
         Error::UnknownTopic(_) => {
             (ResponseError::UnknownTopicOrPartition.code(), format!("The topic '{name}' does not exist."))
@@ -49,21 +61,49 @@ pub fn alter_topic(
     let wanted = configs::applied(&topic.overrides, &changes);
     store.config().topic_defaults.with_overrides(&wanted).map_err(failed)?;
     if validate_only {
-        return Ok(());
+        return Ok(None);
     }
-    store.alter_topic_config(name, &changes).map_err(failed)
+    store.alter_topic_config(name, &changes).map_err(failed).map(|()| None)
+}
+
+/// A topic's name and the overrides wanted for it.
+pub type TopicOverrides = (String, BTreeMap<String, String>);
+
+/// A cluster member's topic changes, written to ZooKeeper once `blocking`
+/// checked them: each resource's answer, with its error if the write failed.
+pub async fn write_cluster_configs<R>(
+    shared: &Shared,
+    validate_only: bool,
+    results: Vec<(R, Option<TopicOverrides>)>,
+    fail: impl Fn(R, i16, String) -> R,
+) -> Vec<R> {
+    let mut out = Vec::with_capacity(results.len());
+    for (response, wanted) in results {
+        out.push(match (&shared.replication, wanted) {
+            (Some(repl), Some((name, wanted))) if !validate_only => {
+                match repl.set_topic_config(&name, &wanted).await {
+                    Ok(()) => response,
+                    Err((code, m)) => fail(response, code, m),
+                }
+            }
+            _ => response,
+        });
+    }
+    out
 }
 
 pub async fn handle(shared: &Arc<Shared>, r: AlterConfigsRequest, _version: i16) -> Reply {
     let store = shared.store.clone();
     let node = shared.config.node_id;
-    let responses = blocking(move || {
+    let view = shared.replication.as_ref().map(|r| r.view());
+    let validate_only = r.validate_only;
+    let results = blocking(move || {
         r.resources
             .iter()
             .map(|res| {
                 let name = res.resource_name.as_str();
                 let outcome = match res.resource_type {
-                    RESOURCE_TOPIC => alter_topic(&store, name, r.validate_only, |overrides| {
+                    RESOURCE_TOPIC => alter_topic(&store, view.as_deref(), name, r.validate_only, |overrides| {
                         // A null value is no override (Kafka drops it).
                         let wanted: BTreeMap<String, String> = res
                             .configs
@@ -74,7 +114,7 @@ pub async fn handle(shared: &Arc<Shared>, r: AlterConfigsRequest, _version: i16)
                     }),
                     RESOURCE_BROKER => {
                         let keys: Vec<String> = res.configs.iter().map(|c| c.name.to_string()).collect();
-                        configs::alter_broker(name, node, &keys)
+                        configs::alter_broker(name, node, &keys).map(|()| None)
                     }
                     other => Err((
                         ResponseError::InvalidRequest.code(),
@@ -85,13 +125,17 @@ pub async fn handle(shared: &Arc<Shared>, r: AlterConfigsRequest, _version: i16)
                     .with_resource_type(res.resource_type)
                     .with_resource_name(res.resource_name.clone());
                 match outcome {
-                    Ok(()) => response,
+                    Ok(wanted) => (response, wanted.map(|w| (name.to_string(), w))),
                     Err((code, m)) => {
-                        response.with_error_code(code).with_error_message(Some(StrBytes::from_string(m)))
+                        (response.with_error_code(code).with_error_message(Some(StrBytes::from_string(m))), None)
                     }
                 }
             })
             .collect::<Vec<_>>()
+    })
+    .await;
+    let responses = write_cluster_configs(shared, validate_only, results, |r, code, m| {
+        r.with_error_code(code).with_error_message(Some(StrBytes::from_string(m)))
     })
     .await;
     for res in &responses {

@@ -42,11 +42,13 @@ pub fn topic_key(key: &str) -> Option<(&'static str, i8)> {
         "message.timestamp.before.max.ms" => ("log.message.timestamp.before.max.ms", TYPE_LONG),
         "message.timestamp.type" => ("log.message.timestamp.type", TYPE_STRING),
         "min.cleanable.dirty.ratio" => ("log.cleaner.min.cleanable.ratio", TYPE_DOUBLE),
+        "min.insync.replicas" => ("min.insync.replicas", TYPE_INT),
         "retention.bytes" => ("log.retention.bytes", TYPE_LONG),
         "retention.ms" => ("log.retention.ms", TYPE_LONG),
         "segment.bytes" => ("log.segment.bytes", TYPE_INT),
         "segment.index.bytes" => ("log.index.size.max.bytes", TYPE_INT),
         "segment.ms" => ("log.roll.ms", TYPE_LONG),
+        "unclean.leader.election.enable" => ("unclean.leader.election.enable", TYPE_BOOLEAN),
         _ => return None,
     })
 }

@@ -73,6 +73,40 @@ fn grow(store: &Store, t: &CreatePartitionsTopic, node: i32, validate_only: bool
 }
 
 pub async fn handle(shared: &Arc<Shared>, r: CreatePartitionsRequest, _version: i16) -> Reply {
+    if let Some(repl) = &shared.replication {
+        let mut results = Vec::with_capacity(r.topics.len());
+        for t in &r.topics {
+            let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
+            let outcome = if t.assignments.is_some() {
+                Err((
+                    ResponseError::InvalidReplicaAssignment.code(),
+                    "manual replica assignments are not taken by a cluster member".to_string(),
+                ))
+            } else if t.count > MAX_PARTITIONS {
+                Err((
+                    ResponseError::InvalidPartitions.code(),
+                    format!(
+                        "The requested {} partitions are more than this broker allows ({MAX_PARTITIONS}).",
+                        t.count
+                    ),
+                ))
+            } else {
+                repl.add_partitions(t.name.0.as_str(), t.count, r.validate_only).await
+            };
+            results.push(match outcome {
+                Ok(()) => result,
+                Err((code, m)) => {
+                    result.with_error_code(code).with_error_message(Some(StrBytes::from_string(m)))
+                }
+            });
+        }
+        for t in &results {
+            shared.metrics.error("CreatePartitions", t.error_code);
+        }
+        return Reply::Message(Box::new(ResponseKind::CreatePartitions(
+            CreatePartitionsResponse::default().with_results(results),
+        )));
+    }
     let store = shared.store.clone();
     let node = shared.config.node_id;
     let results = blocking(move || {

@@ -1,7 +1,9 @@
 //! CreateTopics: topics made in the store with their partition count and
 //! config overrides, each answered alone with Kafka's error codes and
-//! messages (`ReplicationControlManager.createTopics`). There is one broker,
-//! so a replication factor is -1 (the default, 1) or 1.
+//! messages (`ReplicationControlManager.createTopics`). A single broker takes
+//! a replication factor of -1 (the default, 1) or 1; a cluster member places
+//! the replicas over the live brokers by rack and writes the topic to
+//! ZooKeeper for the controller to give its partitions leaders.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,7 +18,9 @@ use seglog_core::log::is_internal_topic;
 use seglog_core::store::{validate_topic_name, Store, MAX_PARTITIONS};
 
 use super::{blocking, each_topic, error_code, Reply};
+use crate::replication::Replication;
 use crate::server::Shared;
+use std::time::Duration;
 
 /// v5 is the first flexible version; v2 the crate's first.
 pub const VERSIONS: (i16, i16) = (2, 4);
@@ -96,20 +100,8 @@ fn partition_count(t: &CreatableTopic, node: i32, default: i32) -> Result<i32, R
     }
 }
 
-/// Creates (or, with `validate_only`, only checks) one topic.
-fn create(store: &Store, t: &CreatableTopic, node: i32, validate_only: bool) -> Result<(), Refusal> {
-    let name = t.name.0.as_str();
-    validate_topic_name(name).map_err(|e| (error_code(&e), e.to_string()))?;
-    if is_internal_topic(name) || name == CLUSTER_METADATA {
-        return Err((
-            ResponseError::InvalidRequest.code(),
-            format!("Creation of internal topic {name} is prohibited."),
-        ));
-    }
-    if store.topic(name).is_ok() {
-        return Err((ResponseError::TopicAlreadyExists.code(), format!("Topic '{name}' already exists.")));
-    }
-    let count = partition_count(t, node, store.config().num_partitions)?;
+/// The topic's config overrides, checked against the store's defaults.
+fn overrides_of(store: &Store, t: &CreatableTopic) -> Result<BTreeMap<String, String>, Refusal> {
     let mut overrides = BTreeMap::new();
     for c in &t.configs {
         let Some(value) = &c.value else {
@@ -122,6 +114,69 @@ fn create(store: &Store, t: &CreatableTopic, node: i32, validate_only: bool) -> 
     }
     let checked = store.config().topic_defaults.with_overrides(&overrides);
     checked.map_err(|e| (error_code(&e), e.to_string()))?;
+    Ok(overrides)
+}
+
+/// The name checks both kinds of broker make.
+fn check_name(name: &str) -> Result<(), Refusal> {
+    validate_topic_name(name).map_err(|e| (error_code(&e), e.to_string()))?;
+    if is_internal_topic(name) || name == CLUSTER_METADATA {
+        return Err((
+            ResponseError::InvalidRequest.code(),
+            format!("Creation of internal topic {name} is prohibited."),
+        ));
+    }
+    Ok(())
+}
+
+/// A cluster member's CreateTopics for one topic: placed over the live
+/// brokers by rack, written to ZooKeeper, led once the controller acts.
+async fn create_replicated(
+    shared: &Shared,
+    repl: &Replication,
+    t: &CreatableTopic,
+    validate_only: bool,
+    timeout: Duration,
+) -> Result<(), Refusal> {
+    let name = t.name.0.as_str();
+    check_name(name)?;
+    if !t.assignments.is_empty() {
+        return Err((
+            ResponseError::InvalidReplicaAssignment.code(),
+            "manual replica assignments are not taken by a cluster member: give a partition count and a \
+             replication factor"
+                .into(),
+        ));
+    }
+    let rf = match t.replication_factor {
+        -1 => shared.config.default_replication_factor,
+        rf if rf < -1 || rf == 0 => {
+            return Err((
+                ResponseError::InvalidReplicationFactor.code(),
+                "Replication factor must be larger than 0, or -1 to use the default value.".into(),
+            ))
+        }
+        rf => i32::from(rf),
+    };
+    // The partition count's rules are the single broker's (at replication factor 1).
+    let count = partition_count(
+        &t.clone().with_replication_factor(1),
+        shared.config.node_id,
+        shared.store.config().num_partitions,
+    )?;
+    let overrides = overrides_of(&shared.store, t)?;
+    repl.create_topic(name, count, rf, &overrides, validate_only, timeout).await
+}
+
+/// Creates (or, with `validate_only`, only checks) one topic.
+fn create(store: &Store, t: &CreatableTopic, node: i32, validate_only: bool) -> Result<(), Refusal> {
+    let name = t.name.0.as_str();
+    check_name(name)?;
+    if store.topic(name).is_ok() {
+        return Err((ResponseError::TopicAlreadyExists.code(), format!("Topic '{name}' already exists.")));
+    }
+    let count = partition_count(t, node, store.config().num_partitions)?;
+    let overrides = overrides_of(store, t)?;
     if validate_only {
         return Ok(());
     }
@@ -136,6 +191,34 @@ fn create(store: &Store, t: &CreatableTopic, node: i32, validate_only: bool) -> 
 }
 
 pub async fn handle(shared: &Arc<Shared>, r: CreateTopicsRequest, _version: i16) -> Reply {
+    if let Some(repl) = &shared.replication {
+        let timeout = Duration::from_millis(r.timeout_ms.max(0) as u64);
+        let mut topics = Vec::with_capacity(r.topics.len());
+        let mut seen = std::collections::HashSet::new();
+        for t in &r.topics {
+            let result = CreatableTopicResult::default().with_name(t.name.clone());
+            let outcome = if seen.insert(t.name.0.to_string()) {
+                create_replicated(shared, repl, t, r.validate_only, timeout).await
+            } else {
+                Err((
+                    ResponseError::InvalidRequest.code(),
+                    format!("Duplicate topic name {}", t.name.0.as_str()),
+                ))
+            };
+            topics.push(match outcome {
+                Ok(()) => result,
+                Err((code, message)) => {
+                    result.with_error_code(code).with_error_message(Some(StrBytes::from_string(message)))
+                }
+            });
+        }
+        for t in &topics {
+            shared.metrics.error("CreateTopics", t.error_code);
+        }
+        return Reply::Message(Box::new(ResponseKind::CreateTopics(
+            CreateTopicsResponse::default().with_topics(topics),
+        )));
+    }
     let store = shared.store.clone();
     let node = shared.config.node_id;
     let topics = blocking(move || {

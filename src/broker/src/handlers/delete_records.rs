@@ -20,6 +20,7 @@ pub const VERSIONS: (i16, i16) = (0, 1);
 
 pub async fn handle(shared: &Arc<Shared>, r: DeleteRecordsRequest, _version: i16) -> Reply {
     let store = shared.store.clone();
+    let replication = shared.replication.clone();
     let topics = blocking(move || {
         r.topics
             .into_iter()
@@ -32,6 +33,13 @@ pub async fn handle(shared: &Arc<Shared>, r: DeleteRecordsRequest, _version: i16
                         let result = DeleteRecordsPartitionResult::default()
                             .with_partition_index(p.partition_index)
                             .with_low_watermark(-1);
+                        // In a cluster, at the leader; followers take the new
+                        // log start from their next fetch.
+                        if let Some(Err(code)) =
+                            replication.as_ref().map(|r| r.leader_check(&name, p.partition_index, -1))
+                        {
+                            return result.with_error_code(code);
+                        }
                         let done = store
                             .delete_records(&name, p.partition_index, p.offset)
                             .and_then(|()| store.partition(&name, p.partition_index));

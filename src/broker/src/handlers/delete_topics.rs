@@ -9,6 +9,7 @@ use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, ResponseKind, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
+use seglog_core::log::is_internal_topic;
 use seglog_core::store::validate_topic_name;
 
 use super::{blocking, error_code, Reply};
@@ -22,6 +23,34 @@ pub async fn handle(shared: &Arc<Shared>, r: DeleteTopicsRequest, _version: i16)
     let store = shared.store.clone();
     let names: Vec<TopicName> =
         r.topic_names.into_iter().chain(r.topics.into_iter().filter_map(|t| t.name)).collect();
+    if let Some(repl) = &shared.replication {
+        // A cluster's topics are deleted in ZooKeeper; each member then drops its replicas.
+        let mut responses = Vec::with_capacity(names.len());
+        for name in names {
+            let n = name.0.to_string();
+            let outcome = if is_internal_topic(&n) {
+                Err((
+                    ResponseError::InvalidRequest.code(),
+                    format!("Deletion of internal topic {n} is prohibited."),
+                ))
+            } else {
+                repl.delete_topic(&n).await
+            };
+            let result = DeletableTopicResult::default().with_name(Some(name));
+            responses.push(match outcome {
+                Ok(()) => result,
+                Err((code, m)) => {
+                    result.with_error_code(code).with_error_message(Some(StrBytes::from_string(m)))
+                }
+            });
+        }
+        for t in &responses {
+            shared.metrics.error("DeleteTopics", t.error_code);
+        }
+        return Reply::Message(Box::new(ResponseKind::DeleteTopics(
+            DeleteTopicsResponse::default().with_responses(responses),
+        )));
+    }
     let responses = blocking(move || {
         names
             .into_iter()

@@ -24,14 +24,37 @@ const CLUSTER_OPERATIONS: &[i32] = &[5, 7, 8, 9, 10, 11, 12];
 pub async fn handle(shared: &Arc<Shared>, r: DescribeClusterRequest, version: i16) -> Reply {
     let node = shared.config.node_id;
     let (host, port) = &shared.advertised;
+    let (controller, brokers) = match &shared.replication {
+        None => (
+            node,
+            vec![DescribeClusterBroker::default()
+                .with_broker_id(BrokerId(node))
+                .with_host(StrBytes::from_string(host.clone()))
+                .with_port(*port)],
+        ),
+        Some(r) => {
+            let view = r.view();
+            let brokers = view
+                .brokers
+                .values()
+                .map(|b| {
+                    DescribeClusterBroker::default()
+                        .with_broker_id(BrokerId(b.id))
+                        .with_host(StrBytes::from_string(b.host.clone()))
+                        .with_port(b.port)
+                        .with_rack(b.rack.clone().map(StrBytes::from_string))
+                })
+                .collect();
+            (view.controller.unwrap_or(-1), brokers)
+        }
+    };
+    let cluster_id =
+        shared.replication.as_ref().map_or_else(|| shared.cluster_id.clone(), |r| r.cluster_id());
     let mut response = DescribeClusterResponse::default()
         .with_endpoint_type(ENDPOINT_BROKER)
-        .with_cluster_id(StrBytes::from_string(shared.cluster_id.clone()))
-        .with_controller_id(BrokerId(node))
-        .with_brokers(vec![DescribeClusterBroker::default()
-            .with_broker_id(BrokerId(node))
-            .with_host(StrBytes::from_string(host.clone()))
-            .with_port(*port)]);
+        .with_cluster_id(StrBytes::from_string(cluster_id))
+        .with_controller_id(BrokerId(controller))
+        .with_brokers(brokers);
     if r.include_cluster_authorized_operations {
         response.cluster_authorized_operations = CLUSTER_OPERATIONS.iter().map(|op| 1 << op).sum();
     }

@@ -1,6 +1,8 @@
 //! Fetch: long poll (`max_wait_ms`, `min_bytes`), `max_bytes` and per-partition
 //! limits (the first batch of the first partition with data always goes out
-//! whole, as in KIP-74), never past the high watermark. The response is
+//! whole, as in KIP-74), never past the high watermark for consumers; a
+//! cluster member's follower (`replica_id`) reads to the log end, and its
+//! fetch offset tells the leader how far it got. The response is
 //! encoded here rather than by the protocol crate because each partition's
 //! records are a file slice that the connection sends with sendfile.
 
@@ -14,6 +16,7 @@ use seglog_core::error::Error;
 use seglog_core::store::Store;
 
 use super::{blocking, error_code, Reply};
+use crate::replication::Replication;
 use crate::response::{encode_header, FileSlice, Part, Response};
 use crate::server::Shared;
 
@@ -42,10 +45,21 @@ struct Wanted {
     partition: i32,
     offset: i64,
     max_bytes: i64,
+    /// The leader epoch the fetcher believes current (-1: not said).
+    current_epoch: i32,
+}
+
+/// Who fetches: a consumer reads up to the high watermark; a follower of a
+/// cluster member's partition up to the log end, and its fetch moves the
+/// leader's bookkeeping.
+#[derive(Clone)]
+struct Fetcher {
+    replication: Option<Arc<Replication>>,
+    replica_id: i32,
 }
 
 /// Reads each wanted partition within the limits; the total of record bytes.
-fn read_all(store: &Store, wanted: &[Wanted], max_bytes: i64) -> (Vec<TopicData>, u64) {
+fn read_all(store: &Store, wanted: &[Wanted], max_bytes: i64, who: &Fetcher) -> (Vec<TopicData>, u64) {
     let mut topics: Vec<TopicData> = Vec::new();
     let mut total: i64 = 0;
     for w in wanted {
@@ -56,17 +70,27 @@ fn read_all(store: &Store, wanted: &[Wanted], max_bytes: i64) -> (Vec<TopicData>
             log_start_offset: -1,
             records: None,
         };
-        match store.partition(&w.topic, w.partition) {
-            Err(e) => data.error_code = error_code(&e),
-            Ok(log) => {
+        let led = match &who.replication {
+            Some(r) => r.leader_check(&w.topic, w.partition, w.current_epoch),
+            None => Ok(()),
+        };
+        match (led, store.partition(&w.topic, w.partition)) {
+            (Err(code), _) => data.error_code = code,
+            (_, Err(e)) => data.error_code = error_code(&e),
+            (Ok(()), Ok(log)) => {
+                let follower = match &who.replication {
+                    Some(r) if who.replica_id >= 0 => r.follower_fetched(&log, who.replica_id, w.offset),
+                    _ => false,
+                };
                 let hw = log.high_watermark();
+                let limit = if follower { log.log_end_offset() } else { hw };
                 data.high_watermark = hw;
                 data.log_start_offset = log.log_start_offset();
                 let room = (max_bytes - total).min(w.max_bytes);
-                if w.offset < data.log_start_offset || w.offset > hw {
+                if w.offset < data.log_start_offset || w.offset > limit {
                     data.error_code = ResponseError::OffsetOutOfRange.code();
-                } else if w.offset < hw && (room > 0 || total == 0) {
-                    match log.read_upto(w.offset, room.max(1) as u64, hw) {
+                } else if w.offset < limit && (room > 0 || total == 0) {
+                    match log.read_upto(w.offset, room.max(1) as u64, limit) {
                         Ok(slice) => {
                             if let (Some(segment), Some(range)) = (slice.segment, slice.range) {
                                 // Only the first partition with data may exceed the limits.
@@ -111,6 +135,7 @@ pub async fn handle(shared: &Arc<Shared>, r: FetchRequest, header: &RequestHeade
                 partition: p.partition,
                 offset: p.fetch_offset,
                 max_bytes: i64::from(p.partition_max_bytes.max(0)),
+                current_epoch: p.current_leader_epoch,
             })
         })
         .collect();
@@ -118,11 +143,13 @@ pub async fn handle(shared: &Arc<Shared>, r: FetchRequest, header: &RequestHeade
     let min_bytes = r.min_bytes.max(0) as u64;
     let deadline = Instant::now() + Duration::from_millis(r.max_wait_ms.max(0) as u64);
     let mut appended = shared.appended.clone();
+    let who = Fetcher { replication: shared.replication.clone(), replica_id: r.replica_id.0 };
     let (topics, total) = loop {
         appended.borrow_and_update();
         let store = shared.store.clone();
         let w = wanted.clone();
-        let (topics, total) = blocking(move || read_all(&store, &w, max_bytes)).await;
+        let f = who.clone();
+        let (topics, total) = blocking(move || read_all(&store, &w, max_bytes, &f)).await;
         let errors = topics.iter().flat_map(|t| &t.partitions).any(|p| p.error_code != 0);
         let now = Instant::now();
         if total >= min_bytes.max(1) || errors || now >= deadline || wanted.is_empty() {
@@ -138,7 +165,8 @@ pub async fn handle(shared: &Arc<Shared>, r: FetchRequest, header: &RequestHeade
         if !woken {
             let store = shared.store.clone();
             let w = wanted.clone();
-            break blocking(move || read_all(&store, &w, max_bytes)).await;
+            let f = who.clone();
+            break blocking(move || read_all(&store, &w, max_bytes, &f)).await;
         }
     };
     shared.metrics.bytes_out.inc_by(total);

@@ -26,12 +26,20 @@ pub async fn handle(shared: &Arc<Shared>, r: FindCoordinatorRequest, version: i1
         ),
         _ => (ResponseError::InvalidRequest.code(), Some("key type must be 0 (group) or 1 (transaction)")),
     };
-    if code == 0 {
-        let (host, port) = &shared.advertised;
-        response = response
-            .with_node_id(BrokerId(shared.config.node_id))
-            .with_host(StrBytes::from_string(host.clone()))
-            .with_port(*port);
+    // A cluster's groups all live on one member: the live broker with the
+    // lowest id (their offsets are that broker's, not replicated).
+    let coordinator = match &shared.replication {
+        None => Some((shared.config.node_id, shared.advertised.clone())),
+        Some(r) => {
+            r.coordinator().and_then(|id| r.view().brokers.get(&id).map(|b| (id, (b.host.clone(), b.port))))
+        }
+    };
+    let (code, why) = match (code, coordinator.is_some()) {
+        (0, false) => (ResponseError::CoordinatorNotAvailable.code(), Some("no broker is registered")),
+        other => (other.0, why),
+    };
+    if let (0, Some((id, (host, port)))) = (code, coordinator) {
+        response = response.with_node_id(BrokerId(id)).with_host(StrBytes::from_string(host)).with_port(port);
     } else {
         response.error_code = code;
         if version >= 1 {

@@ -75,6 +75,7 @@ fn shared() -> (tempfile::TempDir, Arc<Shared>, watch::Sender<u64>) {
         metrics: Arc::new(Metrics::default()),
         appended,
         stopping: tokio::sync::watch::channel(false).1,
+        replication: None,
     });
     (dir, shared, tx)
 }

@@ -12,7 +12,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::alter_configs::alter_topic;
+use super::alter_configs::{alter_topic, write_cluster_configs};
 use super::configs::{self, RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::{blocking, Reply};
 use crate::server::Shared;
@@ -23,7 +23,9 @@ pub const VERSIONS: (i16, i16) = (0, 0);
 pub async fn handle(shared: &Arc<Shared>, r: IncrementalAlterConfigsRequest, _version: i16) -> Reply {
     let store = shared.store.clone();
     let node = shared.config.node_id;
-    let responses = blocking(move || {
+    let view = shared.replication.as_ref().map(|r| r.view());
+    let validate_only = r.validate_only;
+    let results = blocking(move || {
         let defaults = store.config().topic_defaults.to_map();
         r.resources
             .iter()
@@ -37,12 +39,14 @@ pub async fn handle(shared: &Arc<Shared>, r: IncrementalAlterConfigsRequest, _ve
                     })
                     .collect();
                 let outcome = match res.resource_type {
-                    RESOURCE_TOPIC => alter_topic(&store, name, r.validate_only, |overrides| {
-                        configs::incremental_changes(overrides, &defaults, &ops)
-                    }),
+                    RESOURCE_TOPIC => {
+                        alter_topic(&store, view.as_deref(), name, r.validate_only, |overrides| {
+                            configs::incremental_changes(overrides, &defaults, &ops)
+                        })
+                    }
                     RESOURCE_BROKER => {
                         let keys: Vec<String> = ops.iter().map(|o| o.0.clone()).collect();
-                        configs::alter_broker(name, node, &keys)
+                        configs::alter_broker(name, node, &keys).map(|()| None)
                     }
                     other => Err((
                         ResponseError::InvalidRequest.code(),
@@ -56,13 +60,18 @@ pub async fn handle(shared: &Arc<Shared>, r: IncrementalAlterConfigsRequest, _ve
                     .with_resource_type(res.resource_type)
                     .with_resource_name(res.resource_name.clone());
                 match outcome {
-                    Ok(()) => response,
-                    Err((code, m)) => {
-                        response.with_error_code(code).with_error_message(Some(StrBytes::from_string(m)))
-                    }
+                    Ok(wanted) => (response, wanted.map(|w| (name.to_string(), w))),
+                    Err((code, m)) => (
+                        response.with_error_code(code).with_error_message(Some(StrBytes::from_string(m))),
+                        None,
+                    ),
                 }
             })
             .collect::<Vec<_>>()
+    })
+    .await;
+    let responses = write_cluster_configs(shared, validate_only, results, |r, code, m| {
+        r.with_error_code(code).with_error_message(Some(StrBytes::from_string(m)))
     })
     .await;
     for res in &responses {

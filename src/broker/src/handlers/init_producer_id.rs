@@ -22,6 +22,15 @@ pub async fn handle(shared: &Arc<Shared>, r: InitProducerIdRequest) -> Reply {
         // say plainly that transactions are not served.
         log("info", "transactions_refused", &[("transactional_id", &format!("{:?}", r.transactional_id))]);
         response.with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code())
+    } else if let Some(r) = &shared.replication {
+        // Unique across the cluster: blocks taken from ZooKeeper.
+        match r.allocate_producer_id().await {
+            Ok(id) => response.with_producer_id(ProducerId(id)).with_producer_epoch(0),
+            Err((code, why)) => {
+                log("warn", "producer_id_failed", &[("error", &why)]);
+                response.with_error_code(code)
+            }
+        }
     } else {
         let store = shared.store.clone();
         match blocking(move || store.allocate_producer_id()).await {

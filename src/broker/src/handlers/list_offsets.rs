@@ -22,6 +22,7 @@ pub async fn handle(shared: &Arc<Shared>, r: ListOffsetsRequest, version: i16) -
     // encode a value other than -1 in older versions.
     let epoch = if version >= 4 { LEADER_EPOCH } else { -1 };
     let store = shared.store.clone();
+    let replication = shared.replication.clone();
     let topics = blocking(move || {
         r.topics
             .into_iter()
@@ -36,6 +37,23 @@ pub async fn handle(shared: &Arc<Shared>, r: ListOffsetsRequest, version: i16) -
                             .with_timestamp(-1)
                             .with_offset(-1)
                             .with_leader_epoch(-1);
+                        // A cluster member answers for the partitions it leads, in their epochs.
+                        let epoch = match &replication {
+                            None => epoch,
+                            Some(r) => {
+                                if let Err(code) =
+                                    r.leader_check(&name, p.partition_index, p.current_leader_epoch)
+                                {
+                                    return resp.with_error_code(code);
+                                }
+                                let e = r.leader_epoch(&name, p.partition_index).unwrap_or(-1);
+                                if version >= 4 {
+                                    e
+                                } else {
+                                    -1
+                                }
+                            }
+                        };
                         let found = store.partition(&name, p.partition_index).and_then(|log| {
                             if p.timestamp == LATEST {
                                 // The high watermark: what a consumer can read up to.

@@ -1,6 +1,10 @@
-//! Metadata: this broker, as the leader of every partition, and the topics
-//! asked for, created on first mention when `auto.create.topics.enable` and the
-//! request allow it (as Kafka's Metadata does).
+//! Metadata: the brokers and each partition's leader, replicas and ISR. A
+//! single broker names itself the leader of every partition; a cluster
+//! member answers from its view of ZooKeeper (every registered broker with
+//! its rack; LEADER_NOT_AVAILABLE for a partition without a live leader).
+//! Topics asked for are created on first mention when
+//! `auto.create.topics.enable` and the request allow it (as Kafka's Metadata
+//! does), in a cluster with `default.replication.factor`.
 
 use std::sync::Arc;
 
@@ -11,7 +15,12 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Resp
 use kafka_protocol::protocol::StrBytes;
 use seglog_core::error::Error;
 use seglog_core::log::is_internal_topic;
-use seglog_core::store::Store;
+use seglog_core::store::{validate_topic_name, Store};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::replication::{ClusterView, Replication};
+use kafka_protocol::ResponseError;
 
 use super::{blocking, error_code, Reply};
 use crate::server::Shared;
@@ -47,7 +56,113 @@ fn describe(store: &Store, name: &str, create: bool, node: i32) -> MetadataRespo
     }
 }
 
+/// A cluster member's answer for one topic, from its view of ZooKeeper.
+fn describe_replicated(view: &ClusterView, name: &str) -> MetadataResponseTopic {
+    let t = MetadataResponseTopic::default()
+        .with_name(Some(TopicName(StrBytes::from_string(name.to_string()))))
+        .with_is_internal(is_internal_topic(name));
+    let Some(topic) = view.topics.get(name) else {
+        return t.with_error_code(ResponseError::UnknownTopicOrPartition.code());
+    };
+    let ids = |v: &[i32]| v.iter().map(|&b| BrokerId(b)).collect::<Vec<_>>();
+    let partitions = topic
+        .assignment
+        .iter()
+        .enumerate()
+        .map(|(p, replicas)| {
+            let state = topic.states.get(p).and_then(Option::as_ref).map(|s| &s.state);
+            let (leader, epoch, isr) =
+                state.map_or((-1, -1, &[][..]), |s| (s.leader, s.leader_epoch, &s.isr[..]));
+            let offline: Vec<i32> = replicas.iter().copied().filter(|&b| !view.is_live(b)).collect();
+            let code = if leader < 0 || !view.is_live(leader) {
+                ResponseError::LeaderNotAvailable.code()
+            } else {
+                0
+            };
+            MetadataResponsePartition::default()
+                .with_error_code(code)
+                .with_partition_index(p as i32)
+                .with_leader_id(BrokerId(leader))
+                .with_leader_epoch(epoch)
+                .with_replica_nodes(ids(replicas))
+                .with_isr_nodes(ids(isr))
+                .with_offline_replicas(ids(&offline))
+        })
+        .collect();
+    t.with_partitions(partitions)
+}
+
+async fn handle_replicated(
+    shared: &Arc<Shared>,
+    r: MetadataRequest,
+    version: i16,
+    repl: &Replication,
+) -> Reply {
+    let wanted: Option<Vec<String>> = match r.topics {
+        None => None,
+        Some(t) if t.is_empty() && version == 0 => None,
+        Some(t) => Some(t.into_iter().filter_map(|t| t.name).map(|n| n.0.to_string()).collect()),
+    };
+    let create = (version < 4 || r.allow_auto_topic_creation) && shared.store.config().auto_create_topics;
+    let mut view = repl.view();
+    let mut created = Vec::new();
+    if let (true, Some(names)) = (create, &wanted) {
+        for name in names.iter().filter(|n| !view.topics.contains_key(*n)) {
+            if validate_topic_name(name).is_err() || is_internal_topic(name) {
+                continue;
+            }
+            let partitions = shared.store.config().num_partitions;
+            let rf = shared.config.default_replication_factor;
+            let made = repl.create_topic(name, partitions, rf, &BTreeMap::new(), false, Duration::ZERO).await;
+            if made.is_ok() {
+                created.push(name.clone());
+            }
+        }
+        view = repl.view();
+    }
+    let topics: Vec<MetadataResponseTopic> = match wanted {
+        None => view.topics.keys().map(|n| describe_replicated(&view, n)).collect(),
+        Some(names) => names
+            .iter()
+            .map(|n| {
+                let t = describe_replicated(&view, n);
+                // Kafka answers a topic it just created with LEADER_NOT_AVAILABLE.
+                if created.contains(n) && t.error_code != 0 {
+                    t.with_error_code(ResponseError::LeaderNotAvailable.code())
+                } else if t.error_code != 0 && validate_topic_name(n).is_err() {
+                    t.with_error_code(ResponseError::InvalidTopicException.code())
+                } else {
+                    t
+                }
+            })
+            .collect(),
+    };
+    let brokers = view
+        .brokers
+        .values()
+        .map(|b| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(b.id))
+                .with_host(StrBytes::from_string(b.host.clone()))
+                .with_port(b.port)
+                .with_rack(b.rack.clone().map(StrBytes::from_string))
+        })
+        .collect();
+    let response = MetadataResponse::default()
+        .with_brokers(brokers)
+        .with_cluster_id(Some(StrBytes::from_string(repl.cluster_id())))
+        .with_controller_id(BrokerId(view.controller.unwrap_or(-1)))
+        .with_topics(topics);
+    for t in &response.topics {
+        shared.metrics.error("Metadata", t.error_code);
+    }
+    Reply::Message(Box::new(ResponseKind::Metadata(response)))
+}
+
 pub async fn handle(shared: &Arc<Shared>, r: MetadataRequest, version: i16) -> Reply {
+    if let Some(repl) = &shared.replication {
+        return handle_replicated(shared, r, version, repl).await;
+    }
     let store = shared.store.clone();
     let node = shared.config.node_id;
     // v0 asks for every topic with an empty list, later versions with null.

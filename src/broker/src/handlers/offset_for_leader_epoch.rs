@@ -33,6 +33,7 @@ pub fn check_current_epoch(current: i32) -> i16 {
 
 pub async fn handle(shared: &Arc<Shared>, r: OffsetForLeaderEpochRequest, _version: i16) -> Reply {
     let store = shared.store.clone();
+    let replication = shared.replication.clone();
     let topics = blocking(move || {
         r.topics
             .into_iter()
@@ -47,7 +48,12 @@ pub async fn handle(shared: &Arc<Shared>, r: OffsetForLeaderEpochRequest, _versi
                             Ok(log) => log,
                             Err(e) => return result.with_error_code(error_code(&e)),
                         };
-                        let code = check_current_epoch(p.current_leader_epoch);
+                        let code = match &replication {
+                            None => check_current_epoch(p.current_leader_epoch),
+                            Some(r) => {
+                                r.leader_check(&name, p.partition, p.current_leader_epoch).err().unwrap_or(0)
+                            }
+                        };
                         if code != 0 {
                             return result.with_error_code(code);
                         }

@@ -31,8 +31,33 @@ fn refusal(r: &ProduceRequest) -> Option<(i16, &'static str)> {
     None
 }
 
+/// A partition's append, for its answer.
+struct Appended {
+    info: seglog_core::log::AppendInfo,
+    start: i64,
+    log: Arc<seglog_core::log::PartitionLog>,
+    /// The leadership it was appended in (a cluster member's).
+    leadership: Option<u64>,
+}
+
+/// Kafka's words for the codes a cluster member answers Produce with.
+fn describe_code(code: i16) -> &'static str {
+    match ResponseError::try_from_code(code) {
+        Some(ResponseError::NotLeaderOrFollower) => "this broker is not the partition's leader",
+        Some(ResponseError::NotEnoughReplicas) => {
+            "Messages are rejected since there are fewer in-sync replicas than required."
+        }
+        Some(ResponseError::NotEnoughReplicasAfterAppend) => {
+            "Messages are written to the log, but to fewer in-sync replicas than required."
+        }
+        Some(ResponseError::RequestTimedOut) => "the in-sync replicas did not confirm the write in time",
+        _ => "refused",
+    }
+}
+
 pub async fn handle(shared: &Arc<Shared>, r: ProduceRequest, _version: i16) -> Reply {
     let acks = r.acks;
+    let timeout = std::time::Duration::from_millis(r.timeout_ms.max(0) as u64);
     let refused = refusal(&r);
     // One partition (the common case): append on this thread. Several: in
     // parallel, so one partition's fsync does not hold up the others.
@@ -50,14 +75,32 @@ pub async fn handle(shared: &Arc<Shared>, r: ProduceRequest, _version: i16) -> R
             let store = shared.store.clone();
             let name = name.clone();
             let metrics = shared.metrics.clone();
+            let replication = shared.replication.clone();
             let append = move || {
+                let failed = |e: seglog_core::Error| (error_code(&e), e.to_string());
+                let log = store.partition(&name, index).map_err(failed)?;
+                // A cluster member appends only as the partition's leader, and
+                // takes acks=all only with enough replicas in sync.
+                let leadership = match &replication {
+                    Some(r) => {
+                        let refused = |code: i16| (code, format!("{name}-{index}: {}", describe_code(code)));
+                        r.leader_check(&name, index, -1).map_err(refused)?;
+                        if acks == -1 {
+                            r.min_isr_check(&name, index).map_err(refused)?;
+                        }
+                        r.leadership(&name, index)
+                    }
+                    None => None,
+                };
                 let records = p.records.unwrap_or_default();
                 let bytes = records.len() as u64;
-                let log = store.partition(&name, index)?;
-                let info = log.append_as_leader(records.to_vec(), AppendOrigin::Client)?;
+                let info = log.append_as_leader(records.to_vec(), AppendOrigin::Client).map_err(failed)?;
+                if let Some(r) = &replication {
+                    r.leader_appended(&log);
+                }
                 metrics.bytes_in.inc_by(bytes);
                 metrics.messages_in.inc_by(info.records.max(0) as u64);
-                Ok::<_, seglog_core::Error>((info, log.log_start_offset()))
+                Ok::<_, (i16, String)>(Appended { start: log.log_start_offset(), info, log, leadership })
             };
             let task = if parallel {
                 tokio::task::spawn_blocking(append)
@@ -86,14 +129,26 @@ pub async fn handle(shared: &Arc<Shared>, r: ProduceRequest, _version: i16) -> R
                     resp.error_message = Some(StrBytes::from_static_str(why));
                 }
                 Some(task) => match task.await {
-                    Ok(Ok((info, start))) => {
-                        resp.base_offset = info.base_offset;
-                        resp.log_append_time_ms = info.log_append_time;
-                        resp.log_start_offset = start;
+                    Ok(Ok(a)) => {
+                        // acks=all in a cluster: answered once the ISR has the batch.
+                        let code = match (&shared.replication, a.leadership) {
+                            (Some(r), Some(leadership)) if acks == -1 => {
+                                r.wait_committed(&a.log, leadership, a.info.last_offset + 1, timeout).await
+                            }
+                            _ => 0,
+                        };
+                        if code == 0 {
+                            resp.base_offset = a.info.base_offset;
+                            resp.log_append_time_ms = a.info.log_append_time;
+                            resp.log_start_offset = a.start;
+                        } else {
+                            resp.error_code = code;
+                            resp.error_message = Some(StrBytes::from_string(describe_code(code).to_string()));
+                        }
                     }
-                    Ok(Err(e)) => {
-                        resp.error_code = error_code(&e);
-                        resp.error_message = Some(StrBytes::from_string(e.to_string()));
+                    Ok(Err((code, message))) => {
+                        resp.error_code = code;
+                        resp.error_message = Some(StrBytes::from_string(message));
                     }
                     Err(e) => {
                         resp.error_code = ResponseError::UnknownServerError.code();

@@ -38,6 +38,12 @@ pub struct LogConfig {
     /// (Kafka's `producer.id.expiration.ms`). A broker-wide setting in Kafka,
     /// so here a store key (not a topic key) that every topic inherits.
     pub producer_id_expiration_ms: i64,
+    /// Replicas that must be in sync for an acks=all write to be taken
+    /// (Kafka's `min.insync.replicas`; used by a replicated broker).
+    pub min_insync_replicas: i32,
+    /// Whether a replica outside the ISR may become leader when no ISR member
+    /// is alive, at the price of losing what only the ISR held.
+    pub unclean_leader_election_enable: bool,
 }
 
 impl Default for LogConfig {
@@ -60,6 +66,8 @@ impl Default for LogConfig {
             delete_retention_ms: DAY_MS,
             min_cleanable_dirty_ratio: 0.5,
             producer_id_expiration_ms: crate::producer_state::DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+            min_insync_replicas: 1,
+            unclean_leader_election_enable: false,
         }
     }
 }
@@ -77,11 +85,13 @@ pub const TOPIC_KEYS: &[&str] = &[
     "message.timestamp.before.max.ms",
     "message.timestamp.type",
     "min.cleanable.dirty.ratio",
+    "min.insync.replicas",
     "retention.bytes",
     "retention.ms",
     "segment.bytes",
     "segment.index.bytes",
     "segment.ms",
+    "unclean.leader.election.enable",
 ];
 
 fn int(key: &str, value: &str, min: i64, max: i64) -> Result<i64> {
@@ -127,6 +137,8 @@ impl LogConfig {
             }
             "file.delete.delay.ms" => self.file_delete_delay_ms = int(key, value, 0, i64::MAX)?,
             "delete.retention.ms" => self.delete_retention_ms = int(key, value, 0, i64::MAX)?,
+            "min.insync.replicas" => self.min_insync_replicas = int(key, value, 1, I32)? as i32,
+            "unclean.leader.election.enable" => self.unclean_leader_election_enable = boolean(key, value)?,
             "min.cleanable.dirty.ratio" => {
                 let v: f64 = value
                     .trim()
@@ -196,11 +208,13 @@ impl LogConfig {
             ("message.timestamp.before.max.ms", self.message_timestamp_before_max_ms.to_string()),
             ("message.timestamp.type", ts.to_string()),
             ("min.cleanable.dirty.ratio", self.min_cleanable_dirty_ratio.to_string()),
+            ("min.insync.replicas", self.min_insync_replicas.to_string()),
             ("retention.bytes", self.retention_bytes.to_string()),
             ("retention.ms", self.retention_ms.to_string()),
             ("segment.bytes", self.segment_bytes.to_string()),
             ("segment.index.bytes", self.segment_index_bytes.to_string()),
             ("segment.ms", self.segment_ms.to_string()),
+            ("unclean.leader.election.enable", self.unclean_leader_election_enable.to_string()),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))

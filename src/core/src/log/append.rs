@@ -282,7 +282,8 @@ impl PartitionLog {
             // is published only below).
             return Err(self.give_up_append(first, next, e, &mut w));
         }
-        self.publish_append(w, &config, next, records, true)?;
+        let advance = !self.replicated.load(Ordering::Acquire);
+        self.publish_append(w, &config, next, records, advance)?;
         Ok(AppendInfo {
             base_offset: first,
             last_offset: next - 1,

@@ -135,6 +135,22 @@ impl PartitionLog {
         Ok(self.high_watermark.load(Ordering::Acquire))
     }
 
+    /// Makes the log one replica of several (or, with `false`, the only
+    /// one): a replicated log's appends as leader leave the high watermark
+    /// where it is, for the leader to move once its in-sync replicas have
+    /// the records.
+    pub fn set_replicated(&self, replicated: bool) {
+        let _w = self.writer.lock();
+        self.replicated.store(replicated, Ordering::Release);
+        if replicated {
+            self.high_watermark_kept.store(true, Ordering::Release);
+        }
+    }
+
+    pub fn is_replicated(&self) -> bool {
+        self.replicated.load(Ordering::Acquire)
+    }
+
     /// The high watermark to keep in `replication-offset-checkpoint`, if the
     /// log's is kept there (see `high_watermark_kept`).
     pub fn checkpointed_high_watermark(&self) -> Option<i64> {

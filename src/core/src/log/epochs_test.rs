@@ -206,3 +206,21 @@ fn a_read_only_opener_sees_the_writers_epochs() {
     assert!(ro.set_leader_epoch(5).is_err());
     assert!(ro.set_high_watermark(1).is_err());
 }
+
+#[test]
+fn a_replicated_leaders_appends_leave_the_high_watermark_to_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = open(dir.path(), true);
+    log.append_as_leader(batch(2, 1), AppendOrigin::Client).unwrap();
+    assert_eq!(log.high_watermark(), 2, "alone, the high watermark follows the appends");
+    log.set_replicated(true);
+    assert!(log.is_replicated());
+    log.append_as_leader(batch(3, 2), AppendOrigin::Client).unwrap();
+    assert_eq!((log.log_end_offset(), log.high_watermark()), (5, 2));
+    assert_eq!(log.set_high_watermark(4).unwrap(), 4, "moved by the leader once the ISR has the records");
+    assert_eq!(log.set_high_watermark(9).unwrap(), 5, "never past the log end");
+    assert_eq!(log.checkpointed_high_watermark(), Some(5));
+    log.set_replicated(false);
+    log.append_as_leader(batch(1, 3), AppendOrigin::Client).unwrap();
+    assert_eq!(log.high_watermark(), 6);
+}

@@ -208,3 +208,42 @@ proptest! {
         prop_assert_eq!(pairs(&reopened), before);
     }
 }
+
+#[test]
+fn a_follower_behind_its_leaders_log_start_starts_again_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open_at(dir.path(), "t-0", true);
+    for pid_seq in 0..6 {
+        log.append_as_leader(idempotent(7, pid_seq * 3, 3), AppendOrigin::Client).unwrap();
+    }
+    assert!(log.segment_count() > 1);
+    assert_eq!(log.log_end_offset(), 18);
+    log.truncate_fully_and_start_at(40).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset(), log.high_watermark()), (40, 40, 40));
+    assert_eq!((log.segment_bases(), log.recovery_point()), (vec![40], 40));
+    assert!(log.leader_epoch_entries().is_empty());
+    assert_eq!(log.producer_count(), 0, "the producer state starts empty");
+    let names: Vec<String> = fs::read_dir(dir.path().join("t-0"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(!names.iter().any(|n| n.starts_with("00000000000000000000.")), "{names:?}");
+    // The leader's batches from there on are taken as they are.
+    let mut b = batch(2, now_ms());
+    set_base_offset(&mut b, 40);
+    log.append_as_follower(b).unwrap();
+    log.set_high_watermark(42).unwrap();
+    assert_eq!((log.log_end_offset(), log.high_watermark()), (42, 42));
+    log.close().unwrap();
+    // Reopened (after a clean close or a crash), it starts at 40.
+    for clean in [true, false] {
+        let again =
+            PartitionLog::open(&dir.path().join("t-0"), "t", 0, small(), 40, Some(40), clean).unwrap().0;
+        assert_eq!((again.log_start_offset(), again.log_end_offset()), (40, 42));
+        again.close().unwrap();
+    }
+    // A crash before the store's checkpoints were written again: they still say 0.
+    let again = PartitionLog::open(&dir.path().join("t-0"), "t", 0, small(), 0, Some(0), false).unwrap().0;
+    assert_eq!((again.log_start_offset(), again.log_end_offset()), (40, 42));
+    assert!(again.truncate_fully_and_start_at(-1).unwrap_err().to_string().contains("start offset -1"));
+}

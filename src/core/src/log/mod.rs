@@ -25,7 +25,7 @@ mod truncate;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -86,6 +86,9 @@ pub struct PartitionLog {
     /// append or high watermark) or the checkpoint held it at open. An
     /// embedded log's is not, so its high watermark at open is its log end.
     high_watermark_kept: AtomicBool,
+    /// Whether the log is one replica of several: then its high watermark is
+    /// moved by its leader (`set_high_watermark`), never by its own appends.
+    replicated: AtomicBool,
     /// The epoch stamped on batches appended as leader.
     leader_epoch: AtomicI32,
     /// Where each leader epoch began. Changed under the writer lock (then
@@ -108,6 +111,9 @@ pub struct PartitionLog {
     /// The earliest delete horizon the cleaner wrote (i64::MAX: none known): once
     /// it passes, the log is cleanable again even with nothing dirty.
     tombstone_horizon: AtomicI64,
+    /// Odd while a truncation cuts segments back, bumped at its start and end:
+    /// a read that failed while it changed (or ran) is read again.
+    cuts: AtomicU64,
     /// Set when an fsync failed: the kernel may have dropped the dirty pages, so
     /// a later fsync that succeeds proves nothing. The log refuses writes.
     sync_failed: AtomicBool,
@@ -143,6 +149,7 @@ impl PartitionLog {
             end_offset: AtomicI64::new(0),
             high_watermark: AtomicI64::new(0),
             high_watermark_kept: AtomicBool::new(false),
+            replicated: AtomicBool::new(false),
             leader_epoch: AtomicI32::new(LEADER_EPOCH),
             epochs: Mutex::new(LeaderEpochFileCache::in_memory(Vec::new())),
             start_offset: AtomicI64::new(0),
@@ -158,6 +165,7 @@ impl PartitionLog {
             pending_deletes: Mutex::new(Vec::new()),
             maintenance: Mutex::new(()),
             tombstone_horizon: AtomicI64::new(i64::MAX),
+            cuts: AtomicU64::new(0),
             sync_failed: AtomicBool::new(false),
             write_failed: AtomicBool::new(false),
             unsynced_snapshots: Mutex::new(Vec::new()),

@@ -36,7 +36,90 @@ impl PartitionLog {
         self.without_flushes(|| self.truncate_locked(offset, start, &mut w.producers))
     }
 
+    /// Empties the log and starts it again at `offset`, as a follower does
+    /// whose log ends before its leader's log start (Kafka's
+    /// `truncateFullyAndStartAt`): every segment goes, a new empty one begins
+    /// at `offset`, and the log start, log end, high watermark and recovery
+    /// point all become `offset`; the leader epoch cache and the producer
+    /// state start empty.
+    pub fn truncate_fully_and_start_at(&self, offset: i64) -> Result<()> {
+        if self.read_only {
+            return Err(Error::ReadOnly("truncate"));
+        }
+        if !(0..=super::MAX_OFFSET).contains(&offset) {
+            return Err(Error::InvalidArgument(format!(
+                "start offset {offset}: expected 0 to {}",
+                super::MAX_OFFSET
+            )));
+        }
+        let mut w = self.writer.lock();
+        self.check_open()?;
+        self.without_flushes(|| {
+            self.cutting(|| {
+                let config = self.config();
+                let mut segs = self.segments.write();
+                // The old files go first: the new segment may have an old one's name.
+                for (_, s) in std::mem::take(&mut *segs) {
+                    s.delete_files()?;
+                }
+                let active = Arc::new(Segment::open(
+                    &self.dir,
+                    offset,
+                    config.segment_index_bytes,
+                    SegmentMode::Active,
+                )?);
+                segs.insert(offset, active);
+                drop(segs);
+                self.start_offset.store(offset, Ordering::Release);
+                self.end_offset.store(offset, Ordering::Release);
+                self.recovery_point.store(offset, Ordering::Release);
+                self.high_watermark.store(offset, Ordering::Release);
+                self.dir_dirty.store(true, Ordering::Release);
+                self.epochs.lock().replace(Vec::new())?;
+                w.producers.truncate_fully_and_start_at(offset)
+            })
+        })
+    }
+
+    /// `f` (a read of this log, without side effects) run again until no
+    /// truncation ran during it: a cut under a read makes it come up short, or
+    /// (cut and written again) read other bytes than its range was found on.
+    pub fn read_through_cuts<R>(&self, mut f: impl FnMut() -> Result<R>) -> Result<R> {
+        loop {
+            let before = self.cuts();
+            if before.is_multiple_of(2) {
+                let r = f();
+                if self.cuts() == before {
+                    return r;
+                }
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// Odd while a truncation runs; changed by each one.
+    pub fn cuts(&self) -> u64 {
+        self.cuts.load(Ordering::Acquire)
+    }
+
+    /// Marks a truncation in progress for `read_through_cuts` while `f` runs.
+    fn cutting<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.cuts.fetch_add(1, Ordering::AcqRel);
+        let r = f();
+        self.cuts.fetch_add(1, Ordering::AcqRel);
+        r
+    }
+
     pub(super) fn truncate_locked(
+        &self,
+        offset: i64,
+        start: i64,
+        producers: &mut ProducerStateManager,
+    ) -> Result<()> {
+        self.cutting(|| self.truncate_locked_inner(offset, start, producers))
+    }
+
+    fn truncate_locked_inner(
         &self,
         offset: i64,
         start: i64,

@@ -521,11 +521,21 @@ impl Store {
         }
         let log = self.partition(topic, partition)?;
         let before = match before {
-            -1 => log.log_end_offset(),
+            -1 => log.high_watermark(),
             b if b < 0 => {
                 return Err(Error::InvalidArgument(format!(
                     "before_offset {b}: expected an offset >= 0, or -1 for the high watermark"
                 )))
+            }
+            // Only what every in-sync replica has (all of it, unreplicated).
+            b if b > log.high_watermark() => {
+                return Err(Error::OffsetOutOfRange {
+                    topic: topic.to_string(),
+                    partition,
+                    offset: b,
+                    start: log.log_start_offset(),
+                    end: log.high_watermark(),
+                })
             }
             b => b,
         };
@@ -567,7 +577,13 @@ impl Store {
     }
 
     /// Kafka's per-directory checkpoints: recovery points, log start offsets
-    /// and the high watermarks of logs replication touched.
+    /// and the high watermarks of logs replication touched (a replicated
+    /// broker writes them every `replica.high.watermark.checkpoint.interval.ms`).
+    pub fn checkpoint(&self) -> Result<()> {
+        self.check_writable("write checkpoints")?;
+        self.write_checkpoints()
+    }
+
     fn write_checkpoints(&self) -> Result<()> {
         // Offsets are read under the lock too: a snapshot taken before another
         // writer's must not be written after it.

@@ -1,0 +1,222 @@
+//! The controller (Kafka's ZooKeeper mode): one broker wins `/controller` by
+//! a multi that also bumps `/controller_epoch`, and from then on every write
+//! it makes is a multi that first checks that epoch's znode version, so a
+//! deposed controller can write nothing. Its job here: give new partitions a
+//! state, elect a leader when one dies (the first live ISR member in
+//! assignment order, never outside the ISR unless unclean election is on),
+//! drop dead brokers from ISRs, and move leadership back to preferred
+//! replicas.
+
+use std::collections::BTreeMap;
+
+use zookeeper_client::{Client, CreateMode, Error as ZkError, MultiWriteError, MultiWriteResult};
+
+use super::view::ClusterView;
+use super::znodes::{self, PartitionState};
+use crate::logline::log;
+
+/// What the controller holds while it is one.
+#[derive(Debug, Clone)]
+pub struct ControllerState {
+    pub epoch: i32,
+    /// The version of `/controller_epoch` its writes are conditional on.
+    pub epoch_zk_version: i32,
+    /// Each live broker's registration zxid as last seen: a new one means the
+    /// broker restarted or its session expired in between (a bounce).
+    pub known: BTreeMap<i32, i64>,
+}
+
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Tries to become the controller. `Ok(None)`: another broker is.
+pub async fn try_elect(client: &Client, node_id: i32) -> Result<Option<ControllerState>, ZkError> {
+    let persistent = CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    let (epoch, version) = loop {
+        match client.get_data(znodes::CONTROLLER_EPOCH).await {
+            Ok((d, stat)) => {
+                let epoch =
+                    std::str::from_utf8(&d).ok().and_then(|s| s.trim().parse::<i32>().ok()).unwrap_or(0);
+                break (epoch, stat.version);
+            }
+            Err(ZkError::NoNode) => match client.create(znodes::CONTROLLER_EPOCH, b"0", &persistent).await {
+                Ok(_) | Err(ZkError::NodeExists) => continue,
+                Err(e) => return Err(e),
+            },
+            Err(e) => return Err(e),
+        }
+    };
+    let ephemeral = CreateMode::Ephemeral.with_acls(zookeeper_client::Acls::anyone_all());
+    let mut multi = client.new_multi_writer();
+    multi.add_create(znodes::CONTROLLER, &znodes::controller_to_json(node_id, now_ms()), &ephemeral)?;
+    multi.add_set_data(znodes::CONTROLLER_EPOCH, (epoch + 1).to_string().as_bytes(), Some(version))?;
+    match multi.commit().await {
+        Ok(results) => {
+            let epoch_zk_version = results
+                .iter()
+                .find_map(|r| match r {
+                    MultiWriteResult::SetData { stat } => Some(stat.version),
+                    _ => None,
+                })
+                .unwrap_or(version + 1);
+            log("info", "controller_elected", &[("node", &node_id), ("controller_epoch", &(epoch + 1))]);
+            Ok(Some(ControllerState { epoch: epoch + 1, epoch_zk_version, known: BTreeMap::new() }))
+        }
+        Err(MultiWriteError::OperationFailed {
+            source: ZkError::NodeExists | ZkError::BadVersion, ..
+        }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The new state of one partition, or `None` if it should stay as it is.
+/// `live` says whether a broker counts as alive in this pass.
+pub fn decide(
+    assignment: &[i32],
+    current: Option<&PartitionState>,
+    live: &dyn Fn(i32) -> bool,
+    unclean: bool,
+    prefer: bool,
+    controller_epoch: i32,
+) -> Option<PartitionState> {
+    let Some(s) = current else {
+        let replicas: Vec<i32> = assignment.iter().copied().filter(|&r| live(r)).collect();
+        let leader = *replicas.first()?;
+        return Some(PartitionState::new(controller_epoch, leader, 0, replicas));
+    };
+    let next = |leader: i32, isr: Vec<i32>| {
+        Some(PartitionState::new(controller_epoch, leader, s.leader_epoch + 1, isr))
+    };
+    let live_isr: Vec<i32> = s.isr.iter().copied().filter(|&r| live(r)).collect();
+    if s.leader < 0 || !live(s.leader) {
+        if let Some(&leader) = assignment.iter().find(|&&r| live(r) && s.isr.contains(&r)) {
+            return next(leader, live_isr);
+        }
+        if unclean {
+            if let Some(&leader) = assignment.iter().find(|&&r| live(r)) {
+                return next(leader, vec![leader]);
+            }
+        }
+        // No one to elect: offline until an ISR member returns. The ISR keeps
+        // its last members (it is never empty), so that one of them is chosen.
+        return (s.leader != -1)
+            .then(|| PartitionState::new(controller_epoch, -1, s.leader_epoch + 1, s.isr.clone()));
+    }
+    if live_isr.len() < s.isr.len() {
+        return next(s.leader, live_isr);
+    }
+    if prefer {
+        if let Some(&preferred) = assignment.first() {
+            if preferred != s.leader && live(preferred) && s.isr.contains(&preferred) {
+                return next(preferred, s.isr.clone());
+            }
+        }
+    }
+    None
+}
+
+/// Why a controller pass ended early.
+pub enum Fenced {
+    /// Another broker's controller epoch is newer: this one stops.
+    Deposed,
+    Zk(ZkError),
+}
+
+impl From<ZkError> for Fenced {
+    fn from(e: ZkError) -> Self {
+        Fenced::Zk(e)
+    }
+}
+
+/// One pass over every partition; writes what `decide` says. Bounced brokers
+/// count as dead for this pass (their ISR places and leaderships go, as for
+/// a broker that died), and as alive from the next.
+pub async fn reconcile(
+    client: &Client,
+    ctl: &mut ControllerState,
+    view: &ClusterView,
+    unclean_default: bool,
+    prefer: bool,
+) -> Result<usize, Fenced> {
+    let bounced: Vec<i32> = view
+        .brokers
+        .iter()
+        .filter(|(id, b)| ctl.known.get(id).is_some_and(|&epoch| epoch != b.epoch))
+        .map(|(id, _)| *id)
+        .collect();
+    let live = |b: i32| view.is_live(b) && !bounced.contains(&b);
+    let mut written = 0;
+    for (name, topic) in &view.topics {
+        let unclean = topic
+            .config
+            .get("unclean.leader.election.enable")
+            .map_or(unclean_default, |v| v.trim().eq_ignore_ascii_case("true"));
+        for (p, assignment) in topic.assignment.iter().enumerate() {
+            let p = p as i32;
+            let current = topic.states.get(p as usize).and_then(Option::as_ref);
+            let Some(new) = decide(assignment, current.map(|c| &c.state), &live, unclean, prefer, ctl.epoch)
+            else {
+                continue;
+            };
+            let ok = write_state(client, ctl, name, p, &new, current.map(|c| c.zk_version)).await?;
+            if ok {
+                written += 1;
+                log(
+                    "info",
+                    "partition_state",
+                    &[
+                        ("topic", name),
+                        ("partition", &p),
+                        ("leader", &new.leader),
+                        ("leader_epoch", &new.leader_epoch),
+                        ("isr", &format!("{:?}", new.isr)),
+                    ],
+                );
+            }
+        }
+    }
+    ctl.known = view.brokers.iter().map(|(id, b)| (*id, b.epoch)).collect();
+    Ok(written)
+}
+
+/// Writes one state under the controller epoch check: `Ok(false)` if the
+/// state changed since it was read (a newer view will come).
+async fn write_state(
+    client: &Client,
+    ctl: &ControllerState,
+    topic: &str,
+    partition: i32,
+    state: &PartitionState,
+    version: Option<i32>,
+) -> Result<bool, Fenced> {
+    let persistent = CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    if version.is_none() {
+        for parent in [znodes::partitions_path(topic), znodes::partition_path(topic, partition)] {
+            match client.create(&parent, b"", &persistent).await {
+                Ok(_) | Err(ZkError::NodeExists) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    let mut multi = client.new_multi_writer();
+    multi.add_check_version(znodes::CONTROLLER_EPOCH, ctl.epoch_zk_version)?;
+    let path = znodes::state_path(topic, partition);
+    match version {
+        Some(v) => multi.add_set_data(&path, &state.to_json(), Some(v))?,
+        None => multi.add_create(&path, &state.to_json(), &persistent)?,
+    }
+    match multi.commit().await {
+        Ok(_) => Ok(true),
+        Err(MultiWriteError::OperationFailed { index: 0, .. }) => Err(Fenced::Deposed),
+        Err(MultiWriteError::OperationFailed {
+            source: ZkError::BadVersion | ZkError::NodeExists | ZkError::NoNode,
+            ..
+        }) => Ok(false),
+        Err(e) => Err(Fenced::Zk(e.into())),
+    }
+}
+
+#[cfg(test)]
+#[path = "controller_test.rs"]
+mod tests;

@@ -1,0 +1,389 @@
+//! A follower's fetcher (Kafka's `ReplicaFetcherThread`): one task per
+//! leader broker, sending the leader Fetch requests with this broker's id as
+//! `replica_id` for every partition followed from it, appending the batches
+//! as they are (offsets, leader epochs and timestamps kept) and taking the
+//! leader's high watermark. Before a partition is fetched in a new leader
+//! epoch its log is cut back to where it agrees with the leader, by leader
+//! epoch (OffsetForLeaderEpoch, KIP-101 with KIP-279's loop), never by the
+//! high watermark.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, FetchRequest, FetchResponse, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+    RequestHeader, ResponseHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use kafka_protocol::ResponseError as E;
+use seglog_core::leader_epoch::{UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
+use seglog_core::log::PartitionLog;
+use seglog_core::record::RecordBatch;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::replicas::Followed;
+use super::Replication;
+use crate::logline::log as note;
+
+/// Fetch v11 (the broker's newest: current leader epochs, KIP-320) and
+/// OffsetForLeaderEpoch v3 (with the replica id).
+const FETCH_VERSION: i16 = 11;
+const EPOCH_VERSION: i16 = 3;
+/// `replica.fetch.backoff.ms`.
+const BACKOFF: Duration = Duration::from_millis(500);
+
+struct Link {
+    stream: TcpStream,
+    next_correlation: i32,
+}
+
+impl Link {
+    async fn connect(addr: &str) -> std::io::Result<Link> {
+        let stream = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(addr)).await.map_err(
+            |_| std::io::Error::new(std::io::ErrorKind::TimedOut, format!("connecting to {addr}")),
+        )??;
+        stream.set_nodelay(true)?;
+        Ok(Link { stream, next_correlation: 0 })
+    }
+
+    async fn call<Q, R>(
+        &mut self,
+        key: ApiKey,
+        version: i16,
+        request: &Q,
+        wait: Duration,
+    ) -> std::io::Result<R>
+    where
+        Q: Encodable + HeaderVersion,
+        R: Decodable + HeaderVersion,
+    {
+        let bad = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidData, what);
+        let correlation = self.next_correlation;
+        self.next_correlation = self.next_correlation.wrapping_add(1);
+        let header = RequestHeader::default()
+            .with_request_api_key(key as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(correlation)
+            .with_client_id(Some(StrBytes::from_static_str("seglog-replica-fetcher")));
+        let mut buf = BytesMut::with_capacity(256);
+        buf.put_i32(0);
+        header
+            .encode(&mut buf, Q::header_version(version))
+            .and_then(|_| request.encode(&mut buf, version))
+            .map_err(|e| bad(format!("encoding {key:?}: {e}")))?;
+        let size = (buf.len() - 4) as i32;
+        buf[..4].copy_from_slice(&size.to_be_bytes());
+        let exchange = async {
+            self.stream.write_all(&buf).await?;
+            let size = self.stream.read_i32().await?;
+            if !(0..=512 << 20).contains(&size) {
+                return Err(bad(format!("a response of {size} bytes")));
+            }
+            let mut body = vec![0; size as usize];
+            self.stream.read_exact(&mut body).await?;
+            Ok(Bytes::from(body))
+        };
+        let mut body =
+            tokio::time::timeout(wait + Duration::from_secs(10), exchange).await.map_err(|_| {
+                std::io::Error::new(std::io::ErrorKind::TimedOut, format!("{key:?} unanswered"))
+            })??;
+        let head = ResponseHeader::decode(&mut body, R::header_version(version))
+            .map_err(|e| bad(format!("a {key:?} response header: {e}")))?;
+        if head.correlation_id != correlation {
+            return Err(bad(format!("correlation id {} for {correlation}", head.correlation_id)));
+        }
+        R::decode(&mut body, version).map_err(|e| bad(format!("a {key:?} response: {e}")))
+    }
+}
+
+/// The fetch loop for partitions led by `leader`. It idles while there are
+/// none and ends when the broker stops.
+pub async fn run(me: Arc<Replication>, leader: i32) {
+    let mut changes = me.changes();
+    let mut link: Option<Link> = None;
+    while !me.stopped() {
+        changes.borrow_and_update();
+        let followed = me.followed_from(leader);
+        let addr = me.view().brokers.get(&leader).map(|b| format!("{}:{}", b.host, b.port));
+        let (false, Some(addr)) = (followed.is_empty(), addr) else {
+            link = None;
+            let _ = tokio::time::timeout(Duration::from_secs(1), changes.changed()).await;
+            continue;
+        };
+        if link.is_none() {
+            match Link::connect(&addr).await {
+                Ok(l) => link = Some(l),
+                Err(e) => {
+                    note(
+                        "warn",
+                        "replica_fetch_connect",
+                        &[("leader", &leader), ("addr", &addr), ("error", &e)],
+                    );
+                    tokio::time::sleep(BACKOFF).await;
+                    continue;
+                }
+            }
+        }
+        let Some(l) = link.as_mut() else { continue };
+        let result = match followed.iter().filter(|f| !f.truncated).cloned().collect::<Vec<_>>() {
+            untruncated if !untruncated.is_empty() => truncate(&me, l, &untruncated).await,
+            _ => fetch(&me, l, &followed).await,
+        };
+        if let Err(e) = result {
+            note("warn", "replica_fetch_failed", &[("leader", &leader), ("addr", &addr), ("error", &e)]);
+            link = None;
+            tokio::time::sleep(BACKOFF).await;
+        }
+    }
+}
+
+/// One OffsetForLeaderEpoch round for partitions new to this leadership:
+/// each log is cut to where it agrees with the leader, and is done once the
+/// leader's answer names an epoch the follower has (or it has none).
+async fn truncate(me: &Arc<Replication>, link: &mut Link, parts: &[Followed]) -> std::io::Result<()> {
+    let mut asked = Vec::new();
+    let mut wanted = Vec::new();
+    for f in parts {
+        let Some(latest) = f.log.latest_epoch() else {
+            // Nothing to disagree about.
+            me.set_truncated(&f.topic, f.partition, f.epoch, true);
+            continue;
+        };
+        asked.push((f.clone(), latest));
+        let p = OffsetForLeaderPartition::default()
+            .with_partition(f.partition)
+            .with_current_leader_epoch(f.epoch)
+            .with_leader_epoch(latest);
+        wanted.push((f.topic.as_str(), p));
+    }
+    let topics: Vec<OffsetForLeaderTopic> = by_topic(wanted)
+        .into_iter()
+        .map(|(name, ps)| OffsetForLeaderTopic::default().with_topic(name).with_partitions(ps))
+        .collect();
+    if topics.is_empty() {
+        return Ok(());
+    }
+    let request =
+        OffsetForLeaderEpochRequest::default().with_replica_id(BrokerId(me.node_id())).with_topics(topics);
+    let response: OffsetForLeaderEpochResponse =
+        link.call(ApiKey::OffsetForLeaderEpoch, EPOCH_VERSION, &request, Duration::ZERO).await?;
+    for (f, _) in &asked {
+        let answer = response
+            .topics
+            .iter()
+            .filter(|t| t.topic.0.as_str() == f.topic)
+            .flat_map(|t| &t.partitions)
+            .find(|p| p.partition == f.partition);
+        let Some(a) = answer else { continue };
+        if a.error_code != 0 {
+            note(
+                "info",
+                "replica_truncation_deferred",
+                &[("topic", &f.topic), ("partition", &f.partition), ("error_code", &a.error_code)],
+            );
+            tokio::time::sleep(BACKOFF / 5).await;
+            continue;
+        }
+        let log_end = f.log.log_end_offset();
+        let (to, done) = if a.end_offset == UNDEFINED_EPOCH_OFFSET || a.leader_epoch == UNDEFINED_EPOCH {
+            // The leader knows no epoch this early: keep what is committed.
+            (f.log.high_watermark().min(log_end), true)
+        } else {
+            let (mine, my_end) = f.log.offset_for_leader_epoch(a.leader_epoch);
+            if mine == UNDEFINED_EPOCH {
+                (a.end_offset.min(log_end), true)
+            } else if mine != a.leader_epoch {
+                // KIP-279: the follower lacks the leader's epoch; cut to the end
+                // of its largest epoch below it and ask again.
+                (my_end.min(log_end), false)
+            } else {
+                (a.end_offset.min(my_end).min(log_end), true)
+            }
+        };
+        let cut = to < log_end;
+        if cut {
+            let l = f.log.clone();
+            if let Err(e) = tokio::task::block_in_place(move || l.truncate_to(to)) {
+                note(
+                    "error",
+                    "replica_truncate_failed",
+                    &[("topic", &f.topic), ("partition", &f.partition), ("error", &e)],
+                );
+                continue;
+            }
+            note(
+                "info",
+                "replica_truncated",
+                &[("topic", &f.topic), ("partition", &f.partition), ("from", &log_end), ("to", &to)],
+            );
+        }
+        // A cut that changed the latest epoch may need another round.
+        me.set_truncated(&f.topic, f.partition, f.epoch, done || !cut);
+    }
+    Ok(())
+}
+
+/// One Fetch for every followed partition.
+async fn fetch(me: &Arc<Replication>, link: &mut Link, parts: &[Followed]) -> std::io::Result<()> {
+    let max_bytes = me.config.replica_fetch_max_bytes;
+    let wanted = parts.iter().map(|f| {
+        let p = FetchPartition::default()
+            .with_partition(f.partition)
+            .with_current_leader_epoch(f.epoch)
+            .with_fetch_offset(f.log.log_end_offset())
+            .with_log_start_offset(f.log.log_start_offset())
+            .with_partition_max_bytes(max_bytes);
+        (f.topic.as_str(), p)
+    });
+    let topics: Vec<FetchTopic> = by_topic(wanted)
+        .into_iter()
+        .map(|(name, ps)| FetchTopic::default().with_topic(name).with_partitions(ps))
+        .collect();
+    let wait = Duration::from_millis(me.config.replica_fetch_wait_max_ms);
+    let request = FetchRequest::default()
+        .with_replica_id(BrokerId(me.node_id()))
+        .with_max_wait_ms(wait.as_millis() as i32)
+        .with_min_bytes(1)
+        .with_max_bytes(max_bytes.saturating_mul(parts.len().min(64) as i32).max(max_bytes))
+        .with_session_epoch(-1)
+        .with_topics(topics);
+    let response: FetchResponse = link.call(ApiKey::Fetch, FETCH_VERSION, &request, wait).await?;
+    let mut backoff = false;
+    for t in response.responses {
+        for p in t.partitions {
+            let Some(f) =
+                parts.iter().find(|f| f.topic == t.topic.0.as_str() && f.partition == p.partition_index)
+            else {
+                continue;
+            };
+            match p.error_code {
+                0 => {}
+                c if c == E::OffsetOutOfRange.code() => {
+                    let log_end = f.log.log_end_offset();
+                    if p.log_start_offset > log_end {
+                        // Behind the leader's log start (retention or DeleteRecords ran
+                        // there while this replica was away): start again where it starts.
+                        let (l, start) = (f.log.clone(), p.log_start_offset);
+                        match tokio::task::block_in_place(move || l.truncate_fully_and_start_at(start)) {
+                            Ok(()) => note(
+                                "info",
+                                "replica_restarted_at_leader_start",
+                                &[
+                                    ("topic", &f.topic),
+                                    ("partition", &f.partition),
+                                    ("from", &log_end),
+                                    ("at", &start),
+                                ],
+                            ),
+                            Err(e) => note(
+                                "error",
+                                "replica_restart_failed",
+                                &[("topic", &f.topic), ("partition", &f.partition), ("error", &e)],
+                            ),
+                        }
+                    } else {
+                        // Past the leader's end: agree on epochs again.
+                        me.set_truncated(&f.topic, f.partition, f.epoch, false);
+                    }
+                    continue;
+                }
+                c => {
+                    // Not (or no longer) the leader, another epoch: wait for the new state.
+                    if c != E::NotLeaderOrFollower.code()
+                        && c != E::FencedLeaderEpoch.code()
+                        && c != E::UnknownLeaderEpoch.code()
+                    {
+                        note(
+                            "warn",
+                            "replica_fetch_error",
+                            &[("topic", &f.topic), ("partition", &f.partition), ("error_code", &c)],
+                        );
+                    }
+                    backoff = true;
+                    continue;
+                }
+            }
+            let records = p.records.map(|r| whole_batches(&r)).unwrap_or_default();
+            let log = f.log.clone();
+            let (hw, start) = (p.high_watermark, p.log_start_offset);
+            let store = me.store.clone();
+            let appended = tokio::task::block_in_place(move || {
+                if !records.is_empty() {
+                    start_inside_first_batch(&log, &records)?;
+                    log.append_as_follower(records)?;
+                }
+                log.set_high_watermark(hw.max(0))?;
+                // Records the leader deleted (DeleteRecords, retention) go here too.
+                if start > log.log_start_offset() && start <= log.high_watermark() {
+                    store.delete_records(log.topic(), log.partition(), start)?;
+                }
+                Ok::<_, seglog_core::Error>(())
+            });
+            if let Err(e) = appended {
+                note(
+                    "warn",
+                    "replica_append_failed",
+                    &[("topic", &f.topic), ("partition", &f.partition), ("error", &e)],
+                );
+                me.set_truncated(&f.topic, f.partition, f.epoch, false);
+            }
+        }
+    }
+    if backoff {
+        tokio::time::sleep(BACKOFF / 5).await;
+    }
+    Ok(())
+}
+
+/// An empty log that starts inside the leader's first batch (it started
+/// again at the leader's log start, which fell inside a batch) starts again
+/// at that batch's base, so the batch can be taken whole (Kafka does the same
+/// on an `UnexpectedAppendOffsetException`).
+fn start_inside_first_batch(log: &PartitionLog, records: &[u8]) -> seglog_core::Result<()> {
+    let Ok(first) = RecordBatch::parse_header(records) else { return Ok(()) };
+    let end = log.log_end_offset();
+    if end == log.log_start_offset() && first.base_offset() < end && first.last_offset() >= end {
+        log.truncate_fully_and_start_at(first.base_offset())?;
+    }
+    Ok(())
+}
+
+/// Partitions grouped under their topic's name, as requests carry them (the
+/// followed partitions come sorted by topic).
+fn by_topic<'a, P>(parts: impl IntoIterator<Item = (&'a str, P)>) -> Vec<(TopicName, Vec<P>)> {
+    let mut out: Vec<(TopicName, Vec<P>)> = Vec::new();
+    for (topic, p) in parts {
+        match out.last_mut() {
+            Some((name, ps)) if name.0.as_str() == topic => ps.push(p),
+            _ => out.push((TopicName(StrBytes::from_string(topic.to_string())), vec![p])),
+        }
+    }
+    out
+}
+
+/// The whole batches at the front of `records` (a response may end inside one).
+#[must_use]
+fn whole_batches(records: &Bytes) -> Vec<u8> {
+    let mut buf = records.clone();
+    let mut len = 0;
+    while buf.remaining() >= 12 {
+        let size = i32::from_be_bytes([buf[8], buf[9], buf[10], buf[11]]);
+        let total = 12 + size.max(0) as usize;
+        if size < 0 || buf.remaining() < total {
+            break;
+        }
+        buf.advance(total);
+        len += total;
+    }
+    records[..len].to_vec()
+}
+
+#[cfg(test)]
+#[path = "fetcher_test.rs"]
+mod tests;

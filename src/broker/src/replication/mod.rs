@@ -1,0 +1,638 @@
+//! Replication (Kafka's ZooKeeper mode): a broker given `zookeeper.connect`
+//! registers in `/brokers/ids/N`, may win the controller, and learns which
+//! partitions it leads or follows by watching the state znodes, applying only
+//! newer leader epochs (or, in the same epoch, newer ISRs).
+//!
+//! - `znodes`: Kafka's paths and JSON. `view`: the cluster read whole.
+//! - `controller`: election with epoch fencing, leader election, ISR
+//!   pruning, preferred leaders. `placement`: rack-aware assignment.
+//! - `replicas` (this file's second half): each local partition's role; a
+//!   leader's followers, ISR and high watermark; acks=all waiting.
+//! - `fetcher`: a follower's fetch loop, one per leader, with truncation by
+//!   leader epoch (OffsetForLeaderEpoch, KIP-101/279) before it fetches.
+//!
+//! ZooKeeper holds metadata only; every write to it is conditional on a
+//! znode version, so no two brokers can both believe a stale state wins.
+
+mod controller;
+mod fetcher;
+pub mod placement;
+mod replicas;
+mod view;
+pub mod znodes;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Mutex, RwLock};
+use seglog_core::store::Store;
+use tokio::sync::watch;
+use zookeeper_client::{AddWatchMode, Client, CreateMode, Error as ZkError, EventType, SessionState};
+
+use self::controller::{ControllerState, Fenced};
+pub use self::replicas::Replica;
+pub use self::view::ClusterView;
+use crate::config::BrokerConfig;
+use crate::logline::log;
+use crate::metrics::Metrics;
+
+/// How many producer ids a broker takes from ZooKeeper at a time (Kafka's block).
+const PRODUCER_ID_BLOCK: i64 = 1000;
+
+pub struct Replication {
+    node_id: i32,
+    config: BrokerConfig,
+    store: Arc<Store>,
+    advertised: (String, i32),
+    /// The current session's client; `None` while there is none.
+    client: Mutex<Option<Client>>,
+    view: RwLock<Arc<ClusterView>>,
+    replicas: Mutex<HashMap<(String, i32), Replica>>,
+    /// Bumped whenever a high watermark moves or a role changes: what acks=all
+    /// waits on, and what wakes idle fetchers.
+    changed: watch::Sender<u64>,
+    controller: tokio::sync::Mutex<Option<ControllerState>>,
+    last_rebalance: Mutex<Instant>,
+    /// Producer ids: the next one and the end (exclusive) of this broker's block.
+    producer_ids: tokio::sync::Mutex<(i64, i64)>,
+    fetchers: Mutex<HashSet<i32>>,
+    stopping: watch::Receiver<bool>,
+    /// The cluster id in `/cluster/id`.
+    cluster_id: Mutex<String>,
+    metrics: Arc<Metrics>,
+}
+
+/// A ZooKeeper failure as a request's Kafka code and message.
+fn refusal(e: ZkError) -> (i16, String) {
+    (kafka_protocol::ResponseError::UnknownServerError.code(), format!("ZooKeeper: {e}"))
+}
+
+fn zk_err(what: &str, e: ZkError) -> seglog_core::Error {
+    seglog_core::Error::Io(std::io::Error::other(format!("ZooKeeper: {what}: {e}")))
+}
+
+impl Replication {
+    pub fn new(
+        store: Arc<Store>,
+        config: BrokerConfig,
+        advertised: (String, i32),
+        cluster_id: String,
+        stopping: watch::Receiver<bool>,
+        metrics: Arc<Metrics>,
+    ) -> Arc<Replication> {
+        Arc::new(Replication {
+            node_id: config.node_id,
+            config,
+            store,
+            advertised,
+            client: Mutex::new(None),
+            view: RwLock::new(Arc::new(ClusterView::default())),
+            replicas: Mutex::new(HashMap::new()),
+            changed: watch::channel(0).0,
+            controller: tokio::sync::Mutex::new(None),
+            last_rebalance: Mutex::new(Instant::now()),
+            producer_ids: tokio::sync::Mutex::new((0, 0)),
+            fetchers: Mutex::new(HashSet::new()),
+            stopping,
+            cluster_id: Mutex::new(cluster_id),
+            metrics,
+        })
+    }
+
+    pub fn node_id(&self) -> i32 {
+        self.node_id
+    }
+
+    pub fn view(&self) -> Arc<ClusterView> {
+        self.view.read().clone()
+    }
+
+    pub fn cluster_id(&self) -> String {
+        self.cluster_id.lock().clone()
+    }
+
+    fn client(&self) -> Option<Client> {
+        self.client.lock().clone()
+    }
+
+    /// The session's client for a request that writes to ZooKeeper, or the
+    /// answer for the request while there is none.
+    fn connected(&self) -> Result<Client, (i16, String)> {
+        self.client().ok_or((
+            kafka_protocol::ResponseError::NotController.code(),
+            "not connected to ZooKeeper: try again".to_string(),
+        ))
+    }
+
+    fn bump(&self) {
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    fn stopped(&self) -> bool {
+        *self.stopping.borrow()
+    }
+
+    /// Connects, registers and serves the first view: what `Broker::start`
+    /// waits for, so that a started broker is a member. Then the session loop
+    /// goes on in the background (`run`).
+    pub async fn join(self: &Arc<Self>, timeout: Duration) -> seglog_core::Result<Session> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.open_session(deadline).await {
+                Ok(s) => return Ok(s),
+                Err(e) if Instant::now() < deadline && !self.stopped() => {
+                    log("warn", "zookeeper_join_retry", &[("error", &e)]);
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The session loop: events refresh the view; ticks shrink ISRs, move
+    /// leaders back and checkpoint high watermarks; an expired session is
+    /// replaced by a new one after every leadership is given up.
+    pub async fn run(self: Arc<Self>, mut session: Session) {
+        loop {
+            let ended = self.serve_session(&mut session).await;
+            self.lose_everything();
+            if self.stopped() {
+                self.leave(&session.client).await;
+                return;
+            }
+            log("warn", "zookeeper_session_ended", &[("node", &self.node_id), ("why", &ended)]);
+            loop {
+                let deadline =
+                    Instant::now() + Duration::from_millis(self.config.zookeeper_session_timeout_ms * 3);
+                match self.open_session(deadline).await {
+                    Ok(s) => {
+                        session = s;
+                        break;
+                    }
+                    Err(e) => {
+                        log("warn", "zookeeper_rejoin_failed", &[("error", &e)]);
+                        if self.stopped() {
+                            return;
+                        }
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn open_session(self: &Arc<Self>, deadline: Instant) -> seglog_core::Result<Session> {
+        let connect = self.config.zookeeper_connect.clone().unwrap_or_default();
+        let (servers, chroot) = match connect.find('/') {
+            Some(i) => (connect[..i].to_string(), Some(connect[i..].to_string())),
+            None => (connect.clone(), None),
+        };
+        let timeout = Duration::from_millis(self.config.zookeeper_session_timeout_ms);
+        let connecting = Client::connector().with_session_timeout(timeout).connect(&servers);
+        let client = tokio::time::timeout(timeout, connecting)
+            .await
+            .map_err(|_| zk_err(&format!("connecting to {servers}"), ZkError::Timeout))?
+            .map_err(|e| zk_err(&format!("connecting to {servers}"), e))?;
+        let persistent = CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+        let client = match chroot {
+            Some(root) => {
+                match client.mkdir(&root, &persistent).await {
+                    Ok(()) | Err(ZkError::NodeExists) => {}
+                    Err(e) => return Err(zk_err(&format!("creating the chroot {root}"), e)),
+                }
+                client.chroot(root.clone()).map_err(|_| {
+                    seglog_core::Error::InvalidConfig(format!("zookeeper.connect: bad chroot {root:?}"))
+                })?
+            }
+            None => client,
+        };
+        for parent in znodes::PARENTS {
+            match client.mkdir(parent, &persistent).await {
+                Ok(()) | Err(ZkError::NodeExists) => {}
+                Err(e) => return Err(zk_err(&format!("creating {parent}"), e)),
+            }
+        }
+        self.settle_cluster_id(&client).await?;
+        // Watch before registering, so that nothing after it is missed.
+        let watcher = client
+            .watch("/", AddWatchMode::PersistentRecursive)
+            .await
+            .map_err(|e| zk_err("watching /", e))?;
+        self.register(&client, deadline).await?;
+        *self.client.lock() = Some(client.clone());
+        let session = Session { client, watcher };
+        self.refresh(&session.client).await.map_err(|e| zk_err("reading the cluster", e))?;
+        Ok(session)
+    }
+
+    /// `/cluster/id`: created from this store's id by the first broker; the
+    /// others take it.
+    async fn settle_cluster_id(&self, client: &Client) -> seglog_core::Result<()> {
+        let persistent = CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+        let mine = self.cluster_id();
+        match client.create(znodes::CLUSTER_ID, &znodes::cluster_id_to_json(&mine), &persistent).await {
+            Ok(_) | Err(ZkError::NodeExists) => {}
+            Err(e) => return Err(zk_err("creating /cluster/id", e)),
+        }
+        let (data, _) =
+            client.get_data(znodes::CLUSTER_ID).await.map_err(|e| zk_err("reading /cluster/id", e))?;
+        if let Some(id) = znodes::cluster_id_from_json(&data) {
+            *self.cluster_id.lock() = id;
+        }
+        Ok(())
+    }
+
+    /// Creates `/brokers/ids/N`. A registration left by this broker's previous
+    /// process (killed, its session not yet expired) is waited out.
+    async fn register(&self, client: &Client, deadline: Instant) -> seglog_core::Result<()> {
+        let ephemeral = CreateMode::Ephemeral.with_acls(zookeeper_client::Acls::anyone_all());
+        let me = znodes::BrokerRegistration {
+            id: self.node_id,
+            host: self.advertised.0.clone(),
+            port: self.advertised.1,
+            rack: self.config.rack.clone(),
+            epoch: 0,
+        };
+        let path = znodes::broker_path(self.node_id);
+        loop {
+            match client.create(&path, &me.to_json(controller::now_ms()), &ephemeral).await {
+                Ok((stat, _)) => {
+                    log(
+                        "info",
+                        "broker_registered",
+                        &[
+                            ("node", &self.node_id),
+                            ("broker_epoch", &stat.czxid),
+                            ("rack", &format!("{:?}", me.rack)),
+                        ],
+                    );
+                    return Ok(());
+                }
+                Err(ZkError::NodeExists) if Instant::now() < deadline && !self.stopped() => {
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                Err(ZkError::NodeExists) => {
+                    return Err(seglog_core::Error::InvalidConfig(format!(
+                        "node.id {}: {path} is held by another live broker (a duplicate node id?)",
+                        self.node_id
+                    )))
+                }
+                Err(e) => return Err(zk_err(&format!("registering {path}"), e)),
+            }
+        }
+    }
+
+    async fn serve_session(self: &Arc<Self>, session: &mut Session) -> String {
+        let mut stop = self.stopping.clone();
+        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        let mut last_checkpoint = Instant::now();
+        loop {
+            tokio::select! {
+                event = session.watcher.changed() => {
+                    if event.event_type == EventType::Session {
+                        match event.session_state {
+                            SessionState::Expired | SessionState::Closed | SessionState::AuthFailed => {
+                                return format!("{:?}", event.session_state);
+                            }
+                            SessionState::Disconnected => continue,
+                            // Events may have been lost while disconnected: read everything again.
+                            _ => {}
+                        }
+                    }
+                    // Let a burst of events settle into one read.
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    if let Err(e) = self.refresh(&session.client).await {
+                        if matches!(e, ZkError::SessionExpired) {
+                            return "session expired".into();
+                        }
+                        log("warn", "zookeeper_read_failed", &[("error", &e)]);
+                    }
+                }
+                _ = tick.tick() => {
+                    self.shrink_isrs(&session.client).await;
+                    self.count_partitions();
+                    let interval = Duration::from_secs(self.config.leader_imbalance_check_interval_seconds);
+                    let due = self.config.auto_leader_rebalance_enable && self.last_rebalance.lock().elapsed() >= interval;
+                    if due {
+                        *self.last_rebalance.lock() = Instant::now();
+                        let view = self.view();
+                        self.control(&session.client, &view, true).await;
+                    }
+                    let every = Duration::from_millis(self.config.replica_high_watermark_checkpoint_interval_ms);
+                    if last_checkpoint.elapsed() >= every {
+                        last_checkpoint = Instant::now();
+                        let store = self.store.clone();
+                        if let Err(e) = tokio::task::block_in_place(|| store.checkpoint()) {
+                            log("warn", "checkpoint_failed", &[("error", &e)]);
+                        }
+                    }
+                }
+                _ = async { let _ = stop.wait_for(|s| *s).await; } => return "stopping".into(),
+            }
+        }
+    }
+
+    /// Reads the view, makes the local replicas follow it, and, for the
+    /// controller, acts on it.
+    async fn refresh(self: &Arc<Self>, client: &Client) -> Result<(), ZkError> {
+        let view = Arc::new(view::read(client).await?);
+        let me = self.clone();
+        let v = view.clone();
+        tokio::task::block_in_place(move || me.apply(&v));
+        // Published once applied: what Metadata answers, the replicas already
+        // act on (a client told "ISR [1]" meets a leader that knows it). The
+        // fetchers woken by `apply` look again once the view is in.
+        *self.view.write() = view.clone();
+        self.bump();
+        if view.controller.is_none() {
+            let mut ctl = self.controller.lock().await;
+            *ctl = controller::try_elect(client, self.node_id).await?;
+            if ctl.is_some() {
+                *self.last_rebalance.lock() = Instant::now();
+            }
+        }
+        self.control(client, &view, false).await;
+        Ok(())
+    }
+
+    /// A controller pass, if this broker is the controller.
+    async fn control(&self, client: &Client, view: &ClusterView, prefer: bool) {
+        let mut guard = self.controller.lock().await;
+        if view.controller.is_some_and(|c| c != self.node_id) {
+            *guard = None;
+        }
+        let Some(ctl) = guard.as_mut() else { return };
+        if ctl.known.is_empty() {
+            ctl.known = view.brokers.iter().map(|(id, b)| (*id, b.epoch)).collect();
+        }
+        let unclean = self.store.config().topic_defaults.unclean_leader_election_enable;
+        match controller::reconcile(client, ctl, view, unclean, prefer).await {
+            Ok(_) => {}
+            Err(Fenced::Deposed) => {
+                log(
+                    "warn",
+                    "controller_deposed",
+                    &[("node", &self.node_id), ("controller_epoch", &ctl.epoch)],
+                );
+                *guard = None;
+            }
+            Err(Fenced::Zk(e)) => log("warn", "controller_write_failed", &[("error", &e)]),
+        }
+    }
+
+    /// Deregisters and gives up the controller on a clean stop, so that the
+    /// others act at once rather than after the session timeout.
+    async fn leave(&self, client: &Client) {
+        let _ = client.delete(&znodes::broker_path(self.node_id), None).await;
+        if self.controller.lock().await.take().is_some() {
+            let _ = client.delete(znodes::CONTROLLER, None).await;
+        }
+        *self.client.lock() = None;
+    }
+
+    /// Creates a topic's znodes (config first, then the assignment, as Kafka
+    /// does); the controller then gives its partitions leaders. Waits up to
+    /// `timeout` until this broker's view shows a leader for each.
+    pub async fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        replication_factor: i32,
+        config: &BTreeMap<String, String>,
+        validate_only: bool,
+        timeout: Duration,
+    ) -> Result<(), (i16, String)> {
+        use kafka_protocol::ResponseError as E;
+        let client = self.connected()?;
+        // The brokers as ZooKeeper has them now, not as this broker last heard.
+        let view = view::read(&client).await.map_err(refusal)?;
+        if view.topics.contains_key(name) {
+            return Err((E::TopicAlreadyExists.code(), format!("Topic '{name}' already exists.")));
+        }
+        let brokers: Vec<(i32, Option<String>)> =
+            view.brokers.values().map(|b| (b.id, b.rack.clone())).collect();
+        let assignment = placement::assign(&brokers, partitions, replication_factor, None)
+            .map_err(|e| (E::InvalidReplicationFactor.code(), e.to_string()))?;
+        if validate_only {
+            return Ok(());
+        }
+        let persistent = CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+        if client.check_stat(&znodes::topic_path(name)).await.map_err(refusal)?.is_some() {
+            return Err((E::TopicAlreadyExists.code(), format!("Topic '{name}' already exists.")));
+        }
+        let path = znodes::topic_config_path(name);
+        match client.create(&path, &znodes::topic_config_to_json(config), &persistent).await {
+            Ok(_) => {}
+            Err(ZkError::NodeExists) => {
+                client.set_data(&path, &znodes::topic_config_to_json(config), None).await.map_err(refusal)?;
+            }
+            Err(e) => return Err(refusal(e)),
+        }
+        match client
+            .create(&znodes::topic_path(name), &znodes::assignment_to_json(&assignment), &persistent)
+            .await
+        {
+            Ok(_) => {}
+            Err(ZkError::NodeExists) => {
+                return Err((E::TopicAlreadyExists.code(), format!("Topic '{name}' already exists.")))
+            }
+            Err(e) => return Err(refusal(e)),
+        }
+        log(
+            "info",
+            "topic_created",
+            &[("topic", &name), ("partitions", &partitions), ("assignment", &format!("{assignment:?}"))],
+        );
+        let deadline = Instant::now() + timeout;
+        let mut changed = self.changed.subscribe();
+        loop {
+            let view = self.view();
+            let led = view
+                .topics
+                .get(name)
+                .is_some_and(|t| t.states.iter().all(|s| s.as_ref().is_some_and(|s| s.state.leader >= 0)));
+            if led || Instant::now() >= deadline {
+                return Ok(());
+            }
+            let _ = tokio::time::timeout(Duration::from_millis(50), changed.changed()).await;
+        }
+    }
+
+    /// Replaces a topic's overrides in `/config/topics/T`; every member
+    /// applies them to its replicas when the watch brings them (this one at
+    /// once, so that a DescribeConfigs right after reads them).
+    pub async fn set_topic_config(
+        &self,
+        name: &str,
+        config: &BTreeMap<String, String>,
+    ) -> Result<(), (i16, String)> {
+        use kafka_protocol::ResponseError as E;
+        let client = self.connected()?;
+        let path = znodes::topic_config_path(name);
+        let data = znodes::topic_config_to_json(config);
+        match client.set_data(&path, &data, None).await {
+            Ok(_) => {}
+            Err(ZkError::NoNode) => {
+                let persistent = CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+                client.create(&path, &data, &persistent).await.map_err(refusal)?;
+            }
+            Err(e) => return Err(refusal(e)),
+        }
+        let me = self.store.clone();
+        let name = name.to_string();
+        let config = config.clone();
+        tokio::task::block_in_place(move || replicas::sync_overrides(&me, &name, &config))
+            .map_err(|e| (E::UnknownServerError.code(), e.to_string()))
+    }
+
+    /// Deletes a topic's znodes (its partition states, assignment and
+    /// config) in one multi; every member then deletes its replicas.
+    pub async fn delete_topic(&self, name: &str) -> Result<(), (i16, String)> {
+        use kafka_protocol::ResponseError as E;
+        let client = self.connected()?;
+        let missing = || (E::UnknownTopicOrPartition.code(), format!("The topic '{name}' does not exist."));
+        for _ in 0..5 {
+            let Some(stat) = client.check_stat(&znodes::topic_path(name)).await.map_err(refusal)? else {
+                return Err(missing());
+            };
+            let partitions = match client.list_children(&znodes::partitions_path(name)).await {
+                Ok(c) => Some(c),
+                Err(ZkError::NoNode) => None,
+                Err(e) => return Err(refusal(e)),
+            };
+            let mut multi = client.new_multi_writer();
+            let add = |m: &mut zookeeper_client::MultiWriter<'_>, path: &str| {
+                m.add_delete(path, None).map_err(refusal)
+            };
+            if let Some(partitions) = &partitions {
+                for p in partitions {
+                    let base = format!("{}/{p}", znodes::partitions_path(name));
+                    if client.check_stat(&format!("{base}/state")).await.map_err(refusal)?.is_some() {
+                        add(&mut multi, &format!("{base}/state"))?;
+                    }
+                    add(&mut multi, &base)?;
+                }
+                add(&mut multi, &znodes::partitions_path(name))?;
+            }
+            multi.add_delete(&znodes::topic_path(name), Some(stat.version)).map_err(refusal)?;
+            if client.check_stat(&znodes::topic_config_path(name)).await.map_err(refusal)?.is_some() {
+                add(&mut multi, &znodes::topic_config_path(name))?;
+            }
+            match multi.commit().await {
+                Ok(_) => {
+                    log("info", "topic_deleted", &[("topic", &name)]);
+                    return Ok(());
+                }
+                // Something changed under it (a state created meanwhile): read again.
+                Err(zookeeper_client::MultiWriteError::OperationFailed { .. }) => continue,
+                Err(e) => return Err(refusal(e.into())),
+            }
+        }
+        Err((E::UnknownServerError.code(), format!("topic '{name}' kept changing while being deleted")))
+    }
+
+    /// Grows a topic to `count` partitions: the new ones placed as a new
+    /// topic's would be, with the replication factor of partition 0, written
+    /// into the topic znode conditionally; the controller gives them leaders.
+    pub async fn add_partitions(
+        &self,
+        name: &str,
+        count: i32,
+        validate_only: bool,
+    ) -> Result<(), (i16, String)> {
+        use kafka_protocol::ResponseError as E;
+        let client = self.connected()?;
+        let view = view::read(&client).await.map_err(refusal)?;
+        let path = znodes::topic_path(name);
+        let (data, stat) = match client.get_data(&path).await {
+            Ok(d) => d,
+            Err(ZkError::NoNode) => {
+                return Err((
+                    E::UnknownTopicOrPartition.code(),
+                    format!("The topic '{name}' does not exist."),
+                ))
+            }
+            Err(e) => return Err(refusal(e)),
+        };
+        let mut assignment = znodes::assignment_from_json(&data)
+            .ok_or((E::UnknownServerError.code(), format!("{path} is not Kafka's topic JSON")))?;
+        let current = assignment.len() as i32;
+        if count <= current {
+            return Err((
+                E::InvalidPartitions.code(),
+                format!("Topic currently has {current} partitions, which is higher than or equal to the requested {count}."),
+            ));
+        }
+        let rf = assignment.first().map_or(1, |r| r.len() as i32);
+        let brokers: Vec<(i32, Option<String>)> =
+            view.brokers.values().map(|b| (b.id, b.rack.clone())).collect();
+        let placed = placement::assign(&brokers, count, rf, None)
+            .map_err(|e| (E::InvalidReplicationFactor.code(), e.to_string()))?;
+        assignment.extend(placed.into_iter().skip(current as usize));
+        if validate_only {
+            return Ok(());
+        }
+        let json = znodes::assignment_replaced(&data, &assignment)
+            .ok_or((E::UnknownServerError.code(), format!("{path} is not Kafka's topic JSON")))?;
+        match client.set_data(&path, &json, Some(stat.version)).await {
+            Ok(_) => Ok(()),
+            Err(ZkError::BadVersion) => Err((
+                E::ConcurrentTransactions.code(),
+                format!("topic '{name}' changed meanwhile: try again"),
+            )),
+            Err(e) => Err(refusal(e)),
+        }
+    }
+
+    /// A producer id no broker of the cluster handed out before, from blocks
+    /// taken from `/latest_producer_id_block` by conditional writes.
+    pub async fn allocate_producer_id(&self) -> Result<i64, (i16, String)> {
+        use kafka_protocol::ResponseError as E;
+        let mut ids = self.producer_ids.lock().await;
+        if ids.0 >= ids.1 {
+            let client = self
+                .client()
+                .ok_or((E::CoordinatorNotAvailable.code(), "not connected to ZooKeeper".to_string()))?;
+            let persistent = CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+            loop {
+                let (start, version) = match client.get_data(znodes::PRODUCER_ID_BLOCK).await {
+                    Ok((d, stat)) => {
+                        (znodes::producer_id_block_end(&d).map_or(0, |e| e + 1), Some(stat.version))
+                    }
+                    Err(ZkError::NoNode) => (0, None),
+                    Err(e) => return Err(refusal(e)),
+                };
+                let end = start + PRODUCER_ID_BLOCK;
+                let data = znodes::producer_id_block_to_json(self.node_id, start, end - 1);
+                let written = match version {
+                    Some(v) => client.set_data(znodes::PRODUCER_ID_BLOCK, &data, Some(v)).await.map(|_| ()),
+                    None => client.create(znodes::PRODUCER_ID_BLOCK, &data, &persistent).await.map(|_| ()),
+                };
+                match written {
+                    Ok(()) => {
+                        *ids = (start, end);
+                        break;
+                    }
+                    Err(ZkError::BadVersion | ZkError::NodeExists) => continue,
+                    Err(e) => return Err(refusal(e)),
+                }
+            }
+        }
+        let id = ids.0;
+        ids.0 += 1;
+        Ok(id)
+    }
+
+    /// The broker that coordinates every group: the live broker with the
+    /// lowest id (group offsets are not replicated; see docs/replication.md).
+    pub fn coordinator(&self) -> Option<i32> {
+        self.view().brokers.keys().next().copied()
+    }
+}
+
+/// One ZooKeeper session: its client and the recursive watch on `/`.
+pub struct Session {
+    client: Client,
+    watcher: zookeeper_client::PersistentWatcher,
+}

@@ -1,0 +1,645 @@
+//! The local replicas: each partition's role as the view assigns it, and a
+//! leader's bookkeeping (Kafka's `Partition`): its followers' log ends and
+//! when each was last caught up, the ISR with its conditional ZooKeeper
+//! writes, the high watermark, and the acks=all wait.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kafka_protocol::ResponseError as E;
+use seglog_core::log::PartitionLog;
+use zookeeper_client::{Client, Error as ZkError};
+
+use super::view::ClusterView;
+use super::znodes::{self, PartitionState};
+use super::Replication;
+use crate::logline::log as note;
+
+/// Makes a local topic's overrides ZooKeeper's (`/config/topics/T`), if it
+/// holds the topic and they differ.
+pub(super) fn sync_overrides(
+    store: &seglog_core::store::Store,
+    name: &str,
+    wanted: &BTreeMap<String, String>,
+) -> seglog_core::Result<()> {
+    let Ok(topic) = store.topic(name) else { return Ok(()) };
+    if &topic.overrides == wanted {
+        return Ok(());
+    }
+    let mut changes: BTreeMap<String, Option<String>> =
+        topic.overrides.keys().filter(|k| !wanted.contains_key(*k)).map(|k| (k.clone(), None)).collect();
+    for (k, v) in wanted {
+        if topic.overrides.get(k) != Some(v) {
+            changes.insert(k.clone(), Some(v.clone()));
+        }
+    }
+    store.alter_topic_config(name, &changes)
+}
+
+/// Numbers each leadership a broker takes up.
+static GENERATIONS: AtomicU64 = AtomicU64::new(1);
+
+/// What this broker is for one partition.
+#[derive(Debug, Default)]
+pub struct Replica {
+    /// The (leader epoch, znode version) of the state last applied.
+    applied: Option<(i32, i32)>,
+    role: Role,
+}
+
+#[derive(Debug, Default)]
+enum Role {
+    #[default]
+    None,
+    Leader(LeaderState),
+    Follower(FollowerState),
+}
+
+#[derive(Debug)]
+struct LeaderState {
+    /// Which unbroken leadership of this broker this is: kept when only the
+    /// epoch moves (the controller dropped a dead follower), new after any
+    /// time as a follower. An acks=all write waits within one.
+    generation: u64,
+    epoch: i32,
+    /// The ISR as ZooKeeper holds it.
+    isr: Vec<i32>,
+    zk_version: i32,
+    controller_epoch: i32,
+    /// Where this leader's epoch began: a follower joins the ISR only once
+    /// it has reached it (it then holds nothing a past leader wrote alone).
+    epoch_start: i64,
+    followers: BTreeMap<i32, Progress>,
+    /// An ISR write in flight (only one at a time, as in Kafka); an
+    /// expansion counts toward the high watermark at once.
+    pending: Option<Vec<i32>>,
+    min_insync: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Progress {
+    /// The follower's log end as its last fetch said; -1 until it fetched
+    /// from this leader.
+    leo: i64,
+    last_caught_up: Instant,
+    last_fetch_leader_leo: i64,
+    last_fetch: Instant,
+}
+
+#[derive(Debug, Clone)]
+pub struct FollowerState {
+    pub leader: i32,
+    pub epoch: i32,
+    /// Whether the log was cut back to where it agrees with this leader.
+    pub truncated: bool,
+}
+
+/// One partition a fetcher follows.
+#[derive(Clone)]
+pub struct Followed {
+    pub topic: String,
+    pub partition: i32,
+    pub epoch: i32,
+    pub truncated: bool,
+    pub log: Arc<PartitionLog>,
+}
+
+impl LeaderState {
+    /// The ISR the high watermark counts: with a pending expansion, the larger one.
+    fn maximal_isr(&self) -> &[i32] {
+        match &self.pending {
+            Some(p) if p.len() > self.isr.len() => p,
+            _ => &self.isr,
+        }
+    }
+}
+
+impl Replication {
+    /// Makes the local replicas follow `view`: topics this broker holds a
+    /// replica of are created in the store, and each partition's newer state
+    /// (a newer leader epoch, or the same epoch with a newer ISR) applied.
+    pub(super) fn apply(self: &Arc<Self>, view: &ClusterView) {
+        for (name, topic) in &view.topics {
+            if !topic.assignment.iter().any(|r| r.contains(&self.node_id)) {
+                continue;
+            }
+            if let Err(e) = self.ensure_local_topic(name, topic.assignment.len() as i32, &topic.config) {
+                note("warn", "replica_create_failed", &[("topic", name), ("error", &e)]);
+                continue;
+            }
+            for (p, replicas) in topic.assignment.iter().enumerate() {
+                if !replicas.contains(&self.node_id) {
+                    continue;
+                }
+                if let Some(Some(s)) = topic.states.get(p) {
+                    self.apply_state(name, p as i32, replicas, &s.state, s.zk_version);
+                }
+            }
+        }
+        // Topics deleted from the cluster go from this broker too.
+        let gone: BTreeSet<String> = self
+            .replicas
+            .lock()
+            .keys()
+            .filter(|(t, _)| !view.topics.contains_key(t))
+            .map(|(t, _)| t.clone())
+            .collect();
+        for name in gone {
+            self.replicas.lock().retain(|(t, _), _| *t != name);
+            match self.store.delete_topic(&name) {
+                Ok(()) | Err(seglog_core::Error::UnknownTopic(_)) => {
+                    note("info", "replica_deleted", &[("topic", &name)])
+                }
+                Err(e) => note("warn", "replica_delete_failed", &[("topic", &name), ("error", &e)]),
+            }
+        }
+        self.bump();
+    }
+
+    fn ensure_local_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        config: &BTreeMap<String, String>,
+    ) -> seglog_core::Result<()> {
+        match self.store.topic(name) {
+            Ok(t) if t.partitions.len() as i32 >= partitions => sync_overrides(&self.store, name, config),
+            Ok(_) => {
+                self.store.create_partitions(name, partitions)?;
+                sync_overrides(&self.store, name, config)
+            }
+            Err(seglog_core::Error::UnknownTopic(_)) => {
+                match self.store.create_topic(name, partitions, config) {
+                    Ok(_) | Err(seglog_core::Error::TopicExists(_)) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn apply_state(
+        self: &Arc<Self>,
+        topic: &str,
+        partition: i32,
+        replicas: &[i32],
+        s: &PartitionState,
+        version: i32,
+    ) {
+        let key = (topic.to_string(), partition);
+        let log = match self.store.partition(topic, partition) {
+            Ok(l) => l,
+            Err(e) => {
+                note(
+                    "warn",
+                    "replica_missing",
+                    &[("topic", &topic), ("partition", &partition), ("error", &e)],
+                );
+                return;
+            }
+        };
+        let mut all = self.replicas.lock();
+        let r = all.entry(key).or_default();
+        let newer = match r.applied {
+            None => true,
+            Some((epoch, v)) => s.leader_epoch > epoch || (s.leader_epoch == epoch && version > v),
+        };
+        if !newer {
+            return;
+        }
+        let same_epoch = r.applied.is_some_and(|(e, _)| e == s.leader_epoch);
+        r.applied = Some((s.leader_epoch, version));
+        log.set_replicated(true);
+        if s.leader == self.node_id {
+            if let Role::Leader(l) = &mut r.role {
+                // Still the leader: a new ISR (ours, or the controller's), and
+                // perhaps a new epoch (the controller bumps it when it drops a
+                // dead follower). Followers' progress and waiting writes stay.
+                if !same_epoch {
+                    if let Err(e) = log.set_leader_epoch(s.leader_epoch) {
+                        note(
+                            "error",
+                            "leader_epoch_failed",
+                            &[("topic", &topic), ("partition", &partition), ("error", &e)],
+                        );
+                        r.role = Role::None;
+                        return;
+                    }
+                    l.epoch = s.leader_epoch;
+                    l.epoch_start = log.log_end_offset();
+                }
+                l.isr = s.isr.clone();
+                l.zk_version = version;
+                l.controller_epoch = s.controller_epoch;
+                l.pending = None;
+                self.advance_high_watermark(&log, l);
+                return;
+            }
+            if let Err(e) = log.set_leader_epoch(s.leader_epoch) {
+                note(
+                    "error",
+                    "become_leader_failed",
+                    &[("topic", &topic), ("partition", &partition), ("error", &e)],
+                );
+                r.role = Role::None;
+                return;
+            }
+            let now = Instant::now();
+            let followers = replicas
+                .iter()
+                .filter(|&&b| b != self.node_id)
+                .map(|&b| {
+                    (b, Progress { leo: -1, last_caught_up: now, last_fetch_leader_leo: -1, last_fetch: now })
+                })
+                .collect();
+            let mut l = LeaderState {
+                generation: GENERATIONS.fetch_add(1, Ordering::Relaxed),
+                epoch: s.leader_epoch,
+                isr: s.isr.clone(),
+                zk_version: version,
+                controller_epoch: s.controller_epoch,
+                epoch_start: log.log_end_offset(),
+                followers,
+                pending: None,
+                min_insync: log.config().min_insync_replicas.max(1) as usize,
+            };
+            self.advance_high_watermark(&log, &mut l);
+            note(
+                "info",
+                "became_leader",
+                &[
+                    ("topic", &topic),
+                    ("partition", &partition),
+                    ("leader_epoch", &s.leader_epoch),
+                    ("isr", &format!("{:?}", s.isr)),
+                    ("log_end", &log.log_end_offset()),
+                ],
+            );
+            r.role = Role::Leader(l);
+        } else {
+            let was = match &r.role {
+                Role::Follower(f) if f.leader == s.leader && same_epoch => Some(f.truncated),
+                _ => None,
+            };
+            r.role = Role::Follower(FollowerState {
+                leader: s.leader,
+                epoch: s.leader_epoch,
+                truncated: was.unwrap_or(false),
+            });
+            if was.is_none() {
+                note(
+                    "info",
+                    "became_follower",
+                    &[
+                        ("topic", &topic),
+                        ("partition", &partition),
+                        ("leader", &s.leader),
+                        ("leader_epoch", &s.leader_epoch),
+                    ],
+                );
+            }
+            if s.leader >= 0 && self.fetchers.lock().insert(s.leader) {
+                tokio::spawn(super::fetcher::run(self.clone(), s.leader));
+            }
+        }
+    }
+
+    /// After a session ended: this broker leads and follows nothing until a
+    /// new session reads the state again (Kafka: a broker whose session
+    /// expired assumes it lost every leadership).
+    pub(super) fn lose_everything(&self) {
+        let mut all = self.replicas.lock();
+        for r in all.values_mut() {
+            r.role = Role::None;
+            r.applied = None;
+        }
+        drop(all);
+        *self.view.write() = Arc::new(ClusterView::default());
+        *self.client.lock() = None;
+        self.bump();
+    }
+
+    /// The partitions this broker follows from `leader`.
+    pub(super) fn followed_from(&self, leader: i32) -> Vec<Followed> {
+        let all = self.replicas.lock();
+        let mut out = Vec::new();
+        for ((topic, partition), r) in all.iter() {
+            if let Role::Follower(f) = &r.role {
+                if f.leader == leader {
+                    if let Ok(log) = self.store.partition(topic, *partition) {
+                        out.push(Followed {
+                            topic: topic.clone(),
+                            partition: *partition,
+                            epoch: f.epoch,
+                            truncated: f.truncated,
+                            log,
+                        });
+                    }
+                }
+            }
+        }
+        out.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+        out
+    }
+
+    /// Records that a followed partition's log agrees with its leader of `epoch`.
+    pub(super) fn set_truncated(&self, topic: &str, partition: i32, epoch: i32, truncated: bool) {
+        if let Some(Replica { role: Role::Follower(f), .. }) =
+            self.replicas.lock().get_mut(&(topic.to_string(), partition))
+        {
+            if f.epoch == epoch {
+                f.truncated = truncated;
+            }
+        }
+    }
+
+    pub(super) fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// Whether this broker leads the partition, in the epoch the client
+    /// names (-1: any). Kafka's codes otherwise.
+    pub fn leader_check(&self, topic: &str, partition: i32, current_epoch: i32) -> Result<(), i16> {
+        let all = self.replicas.lock();
+        match all.get(&(topic.to_string(), partition)).map(|r| &r.role) {
+            Some(Role::Leader(l)) => {
+                if current_epoch >= 0 && current_epoch < l.epoch {
+                    Err(E::FencedLeaderEpoch.code())
+                } else if current_epoch > l.epoch {
+                    Err(E::UnknownLeaderEpoch.code())
+                } else {
+                    Ok(())
+                }
+            }
+            Some(_) => Err(E::NotLeaderOrFollower.code()),
+            None => {
+                let known = self.view().replicas(topic, partition).is_some();
+                Err(if known { E::NotLeaderOrFollower.code() } else { E::UnknownTopicOrPartition.code() })
+            }
+        }
+    }
+
+    /// The leader's side of a follower's fetch from `fetch_offset` (its log
+    /// end): Kafka's caught-up tracking, the high watermark, and an ISR
+    /// expansion once the follower reached the high watermark in this epoch.
+    /// Returns whether `replica` is one of the partition's followers (which
+    /// read up to the log end).
+    pub fn follower_fetched(self: &Arc<Self>, log: &PartitionLog, replica: i32, fetch_offset: i64) -> bool {
+        let key = (log.topic().to_string(), log.partition());
+        let mut all = self.replicas.lock();
+        let Some(Replica { role: Role::Leader(l), .. }) = all.get_mut(&key) else { return false };
+        let Some(p) = l.followers.get_mut(&replica) else { return false };
+        let now = Instant::now();
+        let leo = log.log_end_offset();
+        if fetch_offset >= leo {
+            p.last_caught_up = now;
+        } else if fetch_offset >= p.last_fetch_leader_leo {
+            p.last_caught_up = p.last_fetch;
+        }
+        p.leo = fetch_offset;
+        p.last_fetch_leader_leo = leo;
+        p.last_fetch = now;
+        self.advance_high_watermark(log, l);
+        let hw = log.high_watermark();
+        let joins =
+            !l.maximal_isr().contains(&replica) && fetch_offset >= hw && fetch_offset >= l.epoch_start;
+        if joins && l.pending.is_none() {
+            let mut isr = l.isr.clone();
+            isr.push(replica);
+            l.pending = Some(isr.clone());
+            let state = PartitionState::new(l.controller_epoch, self.node_id, l.epoch, isr);
+            let (version, epoch) = (l.zk_version, l.epoch);
+            drop(all);
+            let me = self.clone();
+            tokio::spawn(async move { me.write_isr(key, epoch, state, version, "expand").await });
+        }
+        true
+    }
+
+    /// Recomputes the leader's high watermark after its own append.
+    pub fn leader_appended(&self, log: &PartitionLog) {
+        let mut all = self.replicas.lock();
+        if let Some(Replica { role: Role::Leader(l), .. }) =
+            all.get_mut(&(log.topic().to_string(), log.partition()))
+        {
+            self.advance_high_watermark(log, l);
+        }
+    }
+
+    /// Kafka's `maybeIncrementLeaderHW`: the smallest log end among the
+    /// leader and its (maximal) ISR; unknown follower log ends hold it.
+    fn advance_high_watermark(&self, log: &PartitionLog, l: &mut LeaderState) {
+        let mut hw = log.log_end_offset();
+        for r in l.maximal_isr() {
+            if *r == self.node_id {
+                continue;
+            }
+            match l.followers.get(r) {
+                Some(p) if p.leo >= 0 => hw = hw.min(p.leo),
+                _ => return,
+            }
+        }
+        let before = log.high_watermark();
+        if let Ok(after) = log.set_high_watermark(hw) {
+            if after > before {
+                self.bump();
+            }
+        }
+    }
+
+    /// NOT_ENOUGH_REPLICAS before an acks=all append when the ISR is smaller
+    /// than `min.insync.replicas`.
+    pub fn min_isr_check(&self, topic: &str, partition: i32) -> Result<(), i16> {
+        let all = self.replicas.lock();
+        match all.get(&(topic.to_string(), partition)).map(|r| &r.role) {
+            Some(Role::Leader(l)) if l.isr.len() < l.min_insync => Err(E::NotEnoughReplicas.code()),
+            Some(Role::Leader(_)) => Ok(()),
+            _ => Err(E::NotLeaderOrFollower.code()),
+        }
+    }
+
+    /// Waits until the high watermark covers `end` (the offset after the
+    /// append) in the leadership that appended it. 0 when committed;
+    /// NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum;
+    /// NOT_LEADER_OR_FOLLOWER if leadership moved; REQUEST_TIMED_OUT.
+    pub async fn wait_committed(
+        &self,
+        log: &PartitionLog,
+        generation: u64,
+        end: i64,
+        timeout: Duration,
+    ) -> i16 {
+        let deadline = Instant::now() + timeout;
+        let mut changes = self.changes();
+        let key = (log.topic().to_string(), log.partition());
+        loop {
+            changes.borrow_and_update();
+            {
+                let all = self.replicas.lock();
+                let Some(Replica { role: Role::Leader(l), .. }) = all.get(&key) else {
+                    return E::NotLeaderOrFollower.code();
+                };
+                if l.generation != generation {
+                    return E::NotLeaderOrFollower.code();
+                }
+                if log.high_watermark() >= end {
+                    return if l.maximal_isr().len() < l.min_insync {
+                        E::NotEnoughReplicasAfterAppend.code()
+                    } else {
+                        0
+                    };
+                }
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return E::RequestTimedOut.code();
+            }
+            let mut stop = self.stopping.clone();
+            tokio::select! {
+                _ = tokio::time::timeout(deadline - now, changes.changed()) => {}
+                _ = async { let _ = stop.wait_for(|s| *s).await; } => return E::NotLeaderOrFollower.code(),
+            }
+        }
+    }
+
+    /// The unbroken leadership a partition this broker leads is in (what an
+    /// acks=all write waits within).
+    pub fn leadership(&self, topic: &str, partition: i32) -> Option<u64> {
+        match self.replicas.lock().get(&(topic.to_string(), partition)).map(|r| &r.role) {
+            Some(Role::Leader(l)) => Some(l.generation),
+            _ => None,
+        }
+    }
+
+    /// The leader epoch a partition this broker leads is in.
+    pub fn leader_epoch(&self, topic: &str, partition: i32) -> Option<i32> {
+        match self.replicas.lock().get(&(topic.to_string(), partition)).map(|r| &r.role) {
+            Some(Role::Leader(l)) => Some(l.epoch),
+            _ => None,
+        }
+    }
+
+    /// Drops followers not caught up within `replica.lag.time.max.ms` from
+    /// the ISR of every partition this broker leads (one write each).
+    pub(super) async fn shrink_isrs(self: &Arc<Self>, _client: &Client) {
+        let lag = Duration::from_millis(self.config.replica_lag_time_max_ms);
+        let mut writes = Vec::new();
+        {
+            let mut all = self.replicas.lock();
+            for ((topic, partition), r) in all.iter_mut() {
+                let Role::Leader(l) = &mut r.role else { continue };
+                if l.pending.is_some() {
+                    continue;
+                }
+                let Ok(log) = self.store.partition(topic, *partition) else { continue };
+                let leo = log.log_end_offset();
+                let out: BTreeSet<i32> = l
+                    .isr
+                    .iter()
+                    .filter(|&&b| b != self.node_id)
+                    .filter(|b| {
+                        l.followers.get(b).is_some_and(|p| p.leo != leo && p.last_caught_up.elapsed() > lag)
+                    })
+                    .copied()
+                    .collect();
+                if out.is_empty() {
+                    continue;
+                }
+                let isr: Vec<i32> = l.isr.iter().copied().filter(|b| !out.contains(b)).collect();
+                l.pending = Some(isr.clone());
+                let state = PartitionState::new(l.controller_epoch, self.node_id, l.epoch, isr);
+                writes.push(((topic.clone(), *partition), l.epoch, state, l.zk_version));
+            }
+        }
+        for (key, epoch, state, version) in writes {
+            self.write_isr(key, epoch, state, version, "shrink").await;
+        }
+    }
+
+    /// Writes a leader's new ISR to its state znode, conditional on the
+    /// version it last read (the legacy ZooKeeper path). On success it
+    /// counts; on a version mismatch the change is dropped and the newer
+    /// state, when the watch brings it, decides.
+    async fn write_isr(
+        &self,
+        key: (String, i32),
+        epoch: i32,
+        state: PartitionState,
+        version: i32,
+        why: &str,
+    ) {
+        let Some(client) = self.client() else { return self.clear_pending(&key, epoch) };
+        let path = znodes::state_path(&key.0, key.1);
+        match client.set_data(&path, &state.to_json(), Some(version)).await {
+            Ok(stat) => {
+                let counter =
+                    if why == "shrink" { &self.metrics.isr_shrinks } else { &self.metrics.isr_expands };
+                counter.inc();
+                note(
+                    "info",
+                    "isr_changed",
+                    &[
+                        ("topic", &key.0),
+                        ("partition", &key.1),
+                        ("why", &why),
+                        ("isr", &format!("{:?}", state.isr)),
+                    ],
+                );
+                let Ok(log) = self.store.partition(&key.0, key.1) else { return };
+                let mut all = self.replicas.lock();
+                if let Some(r) = all.get_mut(&key) {
+                    if let Role::Leader(l) = &mut r.role {
+                        if l.epoch == epoch {
+                            l.isr = state.isr.clone();
+                            l.zk_version = stat.version;
+                            l.pending = None;
+                            r.applied = Some((epoch, stat.version));
+                            self.advance_high_watermark(&log, l);
+                        }
+                    }
+                }
+                drop(all);
+                self.bump();
+            }
+            Err(ZkError::BadVersion | ZkError::NoNode) => {
+                note(
+                    "info",
+                    "isr_change_refused",
+                    &[("topic", &key.0), ("partition", &key.1), ("why", &why)],
+                );
+                self.clear_pending(&key, epoch);
+            }
+            Err(e) => {
+                note("warn", "isr_change_failed", &[("topic", &key.0), ("partition", &key.1), ("error", &e)]);
+                self.clear_pending(&key, epoch);
+            }
+        }
+    }
+
+    /// The leader and under-replicated partition gauges.
+    pub(super) fn count_partitions(&self) {
+        let view = self.view();
+        let all = self.replicas.lock();
+        let (mut leading, mut under) = (0, 0);
+        for ((topic, partition), r) in all.iter() {
+            if let Role::Leader(l) = &r.role {
+                leading += 1;
+                if view.replicas(topic, *partition).is_some_and(|rs| l.isr.len() < rs.len()) {
+                    under += 1;
+                }
+            }
+        }
+        self.metrics.leader_partitions.set(leading);
+        self.metrics.under_replicated_partitions.set(under);
+    }
+
+    fn clear_pending(&self, key: &(String, i32), epoch: i32) {
+        if let Some(Replica { role: Role::Leader(l), .. }) = self.replicas.lock().get_mut(key) {
+            if l.epoch == epoch {
+                l.pending = None;
+            }
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! The cluster as ZooKeeper describes it, read whole: brokers, the
+//! controller, and every topic's assignment, config and partition states.
+//! Every member keeps the latest copy; Metadata answers from it.
+
+use std::collections::BTreeMap;
+
+use zookeeper_client::{Client, Error as ZkError};
+
+use super::znodes::{self, BrokerRegistration, PartitionState};
+
+/// A partition's state and the znode version it was read at (what a
+/// conditional write of it must name).
+#[derive(Debug, Clone, PartialEq)]
+pub struct VersionedState {
+    pub state: PartitionState,
+    pub zk_version: i32,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TopicView {
+    /// Each partition's replicas, preferred leader first.
+    pub assignment: Vec<Vec<i32>>,
+    pub config: BTreeMap<String, String>,
+    /// Each partition's state; `None` until the controller created it.
+    pub states: Vec<Option<VersionedState>>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClusterView {
+    pub brokers: BTreeMap<i32, BrokerRegistration>,
+    pub controller: Option<i32>,
+    pub topics: BTreeMap<String, TopicView>,
+}
+
+impl ClusterView {
+    pub fn is_live(&self, broker: i32) -> bool {
+        self.brokers.contains_key(&broker)
+    }
+
+    pub fn state(&self, topic: &str, partition: i32) -> Option<&VersionedState> {
+        let t = self.topics.get(topic)?;
+        t.states.get(usize::try_from(partition).ok()?)?.as_ref()
+    }
+
+    pub fn replicas(&self, topic: &str, partition: i32) -> Option<&[i32]> {
+        let t = self.topics.get(topic)?;
+        t.assignment.get(usize::try_from(partition).ok()?).map(Vec::as_slice)
+    }
+}
+
+/// `Ok(None)` for a znode that is not there.
+async fn data(client: &Client, path: &str) -> Result<Option<(Vec<u8>, zookeeper_client::Stat)>, ZkError> {
+    match client.get_data(path).await {
+        Ok(d) => Ok(Some(d)),
+        Err(ZkError::NoNode) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+async fn children(client: &Client, path: &str) -> Result<Vec<String>, ZkError> {
+    match client.list_children(path).await {
+        Ok(c) => Ok(c),
+        Err(ZkError::NoNode) => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Reads the whole view. Znodes that vanish while it reads are left out;
+/// ones that do not parse as Kafka's JSON too (and logged by the caller's
+/// next read, as they never change into something else by themselves).
+pub async fn read(client: &Client) -> Result<ClusterView, ZkError> {
+    let mut view = ClusterView::default();
+    for id in children(client, znodes::BROKER_IDS).await? {
+        let Ok(n) = id.parse::<i32>() else { continue };
+        if let Some((d, stat)) = data(client, &znodes::broker_path(n)).await? {
+            if let Some(b) = BrokerRegistration::from_json(n, &d, stat.czxid) {
+                view.brokers.insert(n, b);
+            }
+        }
+    }
+    view.controller =
+        data(client, znodes::CONTROLLER).await?.and_then(|(d, _)| znodes::controller_from_json(&d));
+    for name in children(client, znodes::BROKER_TOPICS).await? {
+        let Some((d, _)) = data(client, &znodes::topic_path(&name)).await? else { continue };
+        let Some(assignment) = znodes::assignment_from_json(&d) else { continue };
+        let config = data(client, &znodes::topic_config_path(&name))
+            .await?
+            .map(|(d, _)| znodes::topic_config_from_json(&d))
+            .unwrap_or_default();
+        let mut states = Vec::with_capacity(assignment.len());
+        for p in 0..assignment.len() as i32 {
+            let state = data(client, &znodes::state_path(&name, p)).await?.and_then(|(d, stat)| {
+                PartitionState::from_json(&d).map(|state| VersionedState { state, zk_version: stat.version })
+            });
+            states.push(state);
+        }
+        view.topics.insert(name, TopicView { assignment, config, states });
+    }
+    Ok(view)
+}

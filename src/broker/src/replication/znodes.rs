@@ -1,0 +1,208 @@
+//! Kafka's ZooKeeper layout: the paths and the JSON each znode holds, so that
+//! `zkCli`, kazoo and what one knows of Kafka carry over.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+pub const BROKER_IDS: &str = "/brokers/ids";
+pub const BROKER_TOPICS: &str = "/brokers/topics";
+pub const CONFIG_TOPICS: &str = "/config/topics";
+pub const CONTROLLER: &str = "/controller";
+pub const CONTROLLER_EPOCH: &str = "/controller_epoch";
+pub const CLUSTER_ID: &str = "/cluster/id";
+pub const PRODUCER_ID_BLOCK: &str = "/latest_producer_id_block";
+
+/// The persistent parents every member expects to exist.
+pub const PARENTS: &[&str] = &["/brokers/ids", "/brokers/topics", "/config/topics", "/cluster"];
+
+pub fn broker_path(id: i32) -> String {
+    format!("{BROKER_IDS}/{id}")
+}
+pub fn topic_path(topic: &str) -> String {
+    format!("{BROKER_TOPICS}/{topic}")
+}
+pub fn partitions_path(topic: &str) -> String {
+    format!("{BROKER_TOPICS}/{topic}/partitions")
+}
+pub fn partition_path(topic: &str, partition: i32) -> String {
+    format!("{BROKER_TOPICS}/{topic}/partitions/{partition}")
+}
+pub fn state_path(topic: &str, partition: i32) -> String {
+    format!("{BROKER_TOPICS}/{topic}/partitions/{partition}/state")
+}
+pub fn topic_config_path(topic: &str) -> String {
+    format!("{CONFIG_TOPICS}/{topic}")
+}
+
+/// `/brokers/ids/N` (version 5 of Kafka's registration). The broker epoch is
+/// the znode's creation zxid, not a field.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BrokerRegistration {
+    pub id: i32,
+    pub host: String,
+    pub port: i32,
+    pub rack: Option<String>,
+    /// The zxid that created the registration: a new one after every restart
+    /// or expired session.
+    pub epoch: i64,
+}
+
+impl BrokerRegistration {
+    pub fn to_json(&self, now_ms: i64) -> Vec<u8> {
+        let mut v = json!({
+            "version": 5,
+            "host": self.host,
+            "port": self.port,
+            "endpoints": [format!("PLAINTEXT://{}:{}", self.host, self.port)],
+            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+            "jmx_port": -1,
+            "timestamp": now_ms.to_string(),
+            "features": {},
+        });
+        if let Some(rack) = &self.rack {
+            v["rack"] = Value::String(rack.clone());
+        }
+        v.to_string().into_bytes()
+    }
+
+    pub fn from_json(id: i32, data: &[u8], epoch: i64) -> Option<BrokerRegistration> {
+        let v: Value = serde_json::from_slice(data).ok()?;
+        let (mut host, mut port) = (v["host"].as_str().map(str::to_string), v["port"].as_i64());
+        // Version 2+ may leave host/port out and list endpoints only.
+        if host.is_none() || port.is_none() {
+            let ep = v["endpoints"].as_array()?.first()?.as_str()?;
+            let hp = ep.split_once("://").map_or(ep, |(_, rest)| rest);
+            let (h, p) = hp.rsplit_once(':')?;
+            host = Some(h.to_string());
+            port = p.parse().ok();
+        }
+        Some(BrokerRegistration {
+            id,
+            host: host?,
+            port: i32::try_from(port?).ok()?,
+            rack: v["rack"].as_str().map(str::to_string),
+            epoch,
+        })
+    }
+}
+
+/// `/brokers/topics/T/partitions/P/state`: Kafka's LeaderAndIsr as the
+/// controller (or the leader, for its ISR) last wrote it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionState {
+    pub controller_epoch: i32,
+    pub leader: i32,
+    pub version: i32,
+    pub leader_epoch: i32,
+    pub isr: Vec<i32>,
+}
+
+impl PartitionState {
+    pub fn new(controller_epoch: i32, leader: i32, leader_epoch: i32, isr: Vec<i32>) -> Self {
+        PartitionState { controller_epoch, leader, version: 1, leader_epoch, isr }
+    }
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+    pub fn from_json(data: &[u8]) -> Option<PartitionState> {
+        serde_json::from_slice(data).ok()
+    }
+}
+
+/// `/brokers/topics/T`: the replica assignment, preferred replica first.
+pub fn assignment_to_json(assignment: &[Vec<i32>]) -> Vec<u8> {
+    let partitions: BTreeMap<String, &Vec<i32>> =
+        assignment.iter().enumerate().map(|(p, r)| (p.to_string(), r)).collect();
+    json!({
+        "version": 3,
+        "partitions": partitions,
+        "adding_replicas": {},
+        "removing_replicas": {},
+        "topic_id": uuid::Uuid::new_v4().to_string(),
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// A topic znode's JSON with its partitions replaced by `assignment` (more
+/// partitions), everything else (the topic id) kept.
+pub fn assignment_replaced(existing: &[u8], assignment: &[Vec<i32>]) -> Option<Vec<u8>> {
+    let mut v: Value = serde_json::from_slice(existing).ok()?;
+    let partitions: serde_json::Map<String, Value> =
+        assignment.iter().enumerate().map(|(p, r)| (p.to_string(), json!(r))).collect();
+    *v.get_mut("partitions")? = Value::Object(partitions);
+    Some(v.to_string().into_bytes())
+}
+
+/// The assignment in partition order; `None` if the JSON is not Kafka's or a
+/// partition number is missing.
+pub fn assignment_from_json(data: &[u8]) -> Option<Vec<Vec<i32>>> {
+    let v: Value = serde_json::from_slice(data).ok()?;
+    let map = v["partitions"].as_object()?;
+    let mut out = vec![Vec::new(); map.len()];
+    for (p, replicas) in map {
+        let p: usize = p.parse().ok()?;
+        let slot = out.get_mut(p)?;
+        *slot = replicas
+            .as_array()?
+            .iter()
+            .map(|r| r.as_i64().and_then(|r| i32::try_from(r).ok()))
+            .collect::<Option<_>>()?;
+    }
+    Some(out)
+}
+
+/// `/config/topics/T`.
+pub fn topic_config_to_json(config: &BTreeMap<String, String>) -> Vec<u8> {
+    json!({"version": 1, "config": config}).to_string().into_bytes()
+}
+
+pub fn topic_config_from_json(data: &[u8]) -> BTreeMap<String, String> {
+    let v: Value = serde_json::from_slice(data).unwrap_or(Value::Null);
+    v["config"]
+        .as_object()
+        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
+        .unwrap_or_default()
+}
+
+/// `/controller`.
+pub fn controller_to_json(id: i32, now_ms: i64) -> Vec<u8> {
+    json!({"version": 1, "brokerid": id, "timestamp": now_ms.to_string()}).to_string().into_bytes()
+}
+
+pub fn controller_from_json(data: &[u8]) -> Option<i32> {
+    let v: Value = serde_json::from_slice(data).ok()?;
+    v["brokerid"].as_i64().and_then(|id| i32::try_from(id).ok())
+}
+
+/// `/cluster/id`.
+pub fn cluster_id_to_json(id: &str) -> Vec<u8> {
+    json!({"version": "1", "id": id}).to_string().into_bytes()
+}
+
+pub fn cluster_id_from_json(data: &[u8]) -> Option<String> {
+    let v: Value = serde_json::from_slice(data).ok()?;
+    v["id"].as_str().map(str::to_string)
+}
+
+/// `/latest_producer_id_block`: the last block of producer ids handed out.
+pub fn producer_id_block_to_json(broker: i32, start: i64, end: i64) -> Vec<u8> {
+    json!({"version": 1, "broker": broker, "block_start": start.to_string(), "block_end": end.to_string()})
+        .to_string()
+        .into_bytes()
+}
+
+/// The block's last id.
+pub fn producer_id_block_end(data: &[u8]) -> Option<i64> {
+    let v: Value = serde_json::from_slice(data).ok()?;
+    match &v["block_end"] {
+        Value::String(s) => s.parse().ok(),
+        n => n.as_i64(),
+    }
+}
+
+#[cfg(test)]
+#[path = "znodes_test.rs"]
+mod tests;

@@ -1,0 +1,36 @@
+//! Tests of `znodes`.
+
+use super::*;
+
+#[test]
+fn kafka_json_round_trips() {
+    let r =
+        BrokerRegistration { id: 2, host: "127.0.0.1".into(), port: 9093, rack: Some("r2".into()), epoch: 7 };
+    let back = BrokerRegistration::from_json(2, &r.to_json(1), 7).unwrap();
+    assert_eq!(back, r);
+    let kafka = br#"{"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},"endpoints":["PLAINTEXT://k1:9092"],"jmx_port":-1,"features":{},"host":null,"timestamp":"1","port":-1,"version":5}"#;
+    let k = BrokerRegistration::from_json(1, kafka, 3).unwrap();
+    assert_eq!((k.host.as_str(), k.port, k.rack), ("k1", 9092, None));
+
+    let state = PartitionState::new(3, 1, 4, vec![1, 2]);
+    let text = String::from_utf8(state.to_json()).unwrap();
+    assert_eq!(text, r#"{"controller_epoch":3,"leader":1,"version":1,"leader_epoch":4,"isr":[1,2]}"#);
+    assert_eq!(PartitionState::from_json(text.as_bytes()), Some(state));
+
+    let a = vec![vec![1, 2, 3], vec![2, 3, 1]];
+    assert_eq!(assignment_from_json(&assignment_to_json(&a)), Some(a.clone()));
+    assert_eq!(assignment_from_json(br#"{"partitions":{"1":[1]}}"#), None, "partition 0 missing");
+    let first = assignment_to_json(&a);
+    let grown = vec![vec![1, 2, 3], vec![2, 3, 1], vec![3, 1, 2]];
+    let replaced = assignment_replaced(&first, &grown).unwrap();
+    assert_eq!(assignment_from_json(&replaced), Some(grown));
+    let id = |d: &[u8]| serde_json::from_slice::<Value>(d).unwrap()["topic_id"].clone();
+    assert_eq!(id(&replaced), id(&first), "the topic id is kept");
+
+    let mut c = BTreeMap::new();
+    c.insert("min.insync.replicas".to_string(), "2".to_string());
+    assert_eq!(topic_config_from_json(&topic_config_to_json(&c)), c);
+    assert_eq!(controller_from_json(&controller_to_json(5, 1)), Some(5));
+    assert_eq!(cluster_id_from_json(&cluster_id_to_json("abc")), Some("abc".into()));
+    assert_eq!(producer_id_block_end(&producer_id_block_to_json(1, 1000, 1999)), Some(1999));
+}
