@@ -519,6 +519,32 @@ def test_poll_arrow_continues_where_iteration_and_poll_stopped(store: seglog.Sto
     assert [r.offset for r in flat(consumer.poll())] == [47, 48, 49]
 
 
+def test_a_commit_after_an_early_stop_covers_partitions_not_reached(store: seglog.Store) -> None:
+    fill(store, partitions=2, per_partition=5)
+    with seglog.Consumer(store, "t", group_id="g", auto_offset_reset="earliest", consumer_timeout_ms=0) as c:
+        first = next(iter(c))
+    with seglog.Consumer(store, "t", group_id="g", auto_offset_reset="latest", consumer_timeout_ms=0) as c:
+        rest = [(r.partition, r.offset) for r in c]
+    assert sorted([(first.partition, first.offset), *rest]) == [(p, i) for p in range(2) for i in range(5)]
+
+
+def test_an_iterator_left_mid_chunk_hands_out_nothing_taken_since(store: seglog.Store) -> None:
+    # The iterator keeps its chunk between calls: what poll(), poll_arrow() or a
+    # seek() took from under it since must not come out of it again.
+    fill(store, partitions=1, per_partition=100)
+    consumer = seglog.Consumer(store, "t", auto_offset_reset="earliest", consumer_timeout_ms=0)
+    it = iter(consumer)
+    seen = [next(it).offset for _ in range(3)]
+    seen += [r.offset for r in flat(consumer.poll(max_records=4))]
+    seen.append(next(it).offset)
+    assert seen == list(range(8))
+    assert consumer.poll_arrow(max_records=10).column("offset").to_pylist() == list(range(8, 18))
+    assert next(it).offset == 18
+    consumer.seek(TP0, 90)
+    assert [r.offset for r in it] == list(range(90, 100))
+    assert consumer.position(TP0) == 100
+
+
 # -- waiting for data --------------------------------------------------------------------------
 
 

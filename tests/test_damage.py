@@ -226,3 +226,84 @@ def test_a_damaged_last_batch_is_cut_even_at_a_clean_open(tmp_path: Path) -> Non
         assert store.offsets(TOPIC, 0) == (0, base)
         assert exact_or_corrupt(store, base) == {}
         assert store.append(TOPIC, 0, [(b"k4", b"again", [], 5)]) == (base, base)
+
+
+# -- CRCs checked once per process (a batch read again is not checked again) --------------------
+
+
+def flip_value_byte(log: Path, batch: int = 0) -> None:
+    """Flips a byte inside a batch's records (covered by the CRC only)."""
+    data = bytearray(log.read_bytes())
+    pos, size, _ = batches_of(bytes(data))[batch]
+    data[pos + size - 3] ^= 0x01
+    with open(log, "r+b") as f:
+        f.seek(pos + size - 3)
+        f.write(bytes(data[pos + size - 3 : pos + size - 2]))
+
+
+def test_a_byte_flipped_in_a_sealed_segment_is_caught_on_its_first_read_in_a_process(tmp_path: Path) -> None:
+    logs = write(tmp_path)
+    with seglog.open(tmp_path) as store:
+        assert lookup(store, 0) == expected(0)  # checked and recorded in that process
+    flip_value_byte(logs[0])
+    with seglog.open(tmp_path) as store:
+        with pytest.raises(seglog.CorruptRecordError):
+            lookup(store, 0)
+        with pytest.raises(seglog.CorruptRecordError):
+            store.read(TOPIC, 0, 0)
+        consumer = seglog.Consumer(store, TOPIC, auto_offset_reset="earliest", consumer_timeout_ms=0)
+        with pytest.raises(seglog.CorruptRecordError):
+            consumer.poll_arrow()
+        consumer.close()
+
+
+def test_bytes_written_again_after_a_truncation_are_checked_again(tmp_path: Path) -> None:
+    with seglog.open(tmp_path) as store:
+        store.create_topic(TOPIC, 1)
+        store.append(TOPIC, 0, [(b"k0", b"first-0")])
+        store.append(TOPIC, 0, [(b"k1", b"first-1")])
+        assert [r.value for r in store.read(TOPIC, 0, 0)] == [b"first-0", b"first-1"]
+        store.truncate_to(TOPIC, 0, 1)
+        # Same sizes at the same positions as the batch cut off.
+        store.append(TOPIC, 0, [(b"k1", b"again-1")])
+        assert [r.value for r in store.read(TOPIC, 0, 0)] == [b"first-0", b"again-1"]
+        assert store.read(TOPIC, 0, 1, max_records=1)[0].value == b"again-1"
+        store.truncate_to(TOPIC, 0, 1)
+        store.append(TOPIC, 0, [(b"k1", b"third-1")])
+        log = sorted((tmp_path / f"{TOPIC}-0").glob("*.log"))[0]
+        flip_value_byte(log, batch=1)
+        assert lookup(store, 0)[2] == b"first-0"
+        with pytest.raises(seglog.CorruptRecordError):
+            store.read(TOPIC, 0, 1, max_records=1)
+
+
+def test_reads_after_compaction_and_retention_see_the_new_segments(tmp_path: Path) -> None:
+    with seglog.open(tmp_path) as store:
+        store.create_topic(
+            TOPIC,
+            1,
+            {"cleanup.policy": "compact", "segment.bytes": 300, "min.cleanable.dirty.ratio": 0.01},
+        )
+        for i in range(40):
+            store.append(TOPIC, 0, [(b"k%d" % (i % 4), b"v%d" % i)])
+        before = [(r.offset, r.value) for r in store.read(TOPIC, 0, 0, max_bytes=1 << 20)]
+        assert before[0] == (0, b"v0")
+        store.clean_topic(TOPIC)
+        seen = {}
+        offset = 0
+        while offset < 40:
+            got, offset = store._native.read_next(TOPIC, 0, offset, 1 << 20)
+            seen.update({r.key: r.value for r in got})
+        assert seen == {b"k%d" % k: b"v%d" % (36 + k) for k in range(4)}
+        assert all(r.offset >= 0 for r in store.read(TOPIC, 0, 0))
+    with seglog.open(tmp_path) as store:
+        store.create_topic("ret", 1, {"segment.bytes": 300, "retention.bytes": 300})
+        for i in range(40):
+            store.append("ret", 0, [(b"k", b"v%d" % i)])
+        assert store.read("ret", 0, 0, max_records=1)[0].value == b"v0"
+        store.run_maintenance("ret")
+        start = store.offsets("ret", 0)[0]
+        assert start > 0
+        with pytest.raises(seglog.OffsetOutOfRangeError):
+            store.read("ret", 0, 0, max_records=1)
+        assert store.read("ret", 0, start, max_records=1)[0].value == b"v%d" % start

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import seglog
@@ -286,6 +286,8 @@ def with_crc(buf: bytearray) -> bytes:
     timestamps=st.tuples(st.integers(-(1 << 63), (1 << 63) - 1), st.integers(-(1 << 63), (1 << 63) - 1)),
     body=st.binary(max_size=300),
 )
+# A negative records count in a batch whose offsets look contiguous (once a panic).
+@example(attributes=0, last_offset_delta=-2, records_count=-1, timestamps=(0, 0), body=b"\x00" * 8)
 def test_decode_batches_on_garbage_with_a_valid_crc(
     attributes: int, last_offset_delta: int, records_count: int, timestamps: tuple[int, int], body: bytes
 ) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from ._native import ConsumerRecord, RemoteClient
+from ._native import ConsumerRecord, RecordChunk, RemoteClient
 from .errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ class LocalLog:
         self.partition_count = native.partition_count
         self.offsets = native.offsets
         self.offset_for_time = native.offset_for_time
-        self.read_next = native.read_next
+        self.read_next = native.read_chunk
         self.wait_for_data = native.wait_for_data
         self.read_arrow = store.read_arrow
 
@@ -77,13 +77,13 @@ class RemoteLog:
 
     def read_next(
         self, topic: str, partition: int, offset: int, max_bytes: int, limit: int | None
-    ) -> tuple[list[ConsumerRecord], int]:
+    ) -> tuple[RecordChunk, int]:
         ready = self._ready.pop((topic, partition), None)
         if ready is not None and ready[0] == offset:
             records = ready[1]
         else:
             records = self.client.fetch(topic, partition, offset, max_bytes, 0, limit)
-        return records, (records[-1].offset + 1 if records else offset)
+        return RecordChunk(records), (records[-1].offset + 1 if records else offset)
 
     def wait_for_data(self, requests: list[tuple[str, int, int]], timeout_s: float) -> None:
         """A Fetch that waits on the broker for one of the partitions (in turn);

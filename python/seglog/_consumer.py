@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import _broker, _groups
 from ._backends import LocalLog, RemoteLog
-from ._native import ConsumerRecord, RemoteClient
+from ._native import ConsumerRecord, RecordChunk, RecordIterator, RemoteClient
 from ._store import Store, open_for_client
 from .errors import (
     ClientClosedError,
@@ -67,6 +67,13 @@ _DEFAULTS: dict[str, Any] = {
     "request_timeout_ms": 30000,
     "fetch_max_wait_ms": 500,
 }
+
+
+#: What a poll of `max_records` reads per record wanted (when that is below
+#: max_partition_fetch_bytes): a generous guess at a record's size, so that a
+#: poll of small records still gets about as many as it asked for.
+_BYTES_PER_POLLED_RECORD = 1024
+_FEW_RECORDS = 16
 
 
 def _offset(x: Any, what: str = "offset") -> int:
@@ -230,8 +237,8 @@ class Consumer:
         self._assignment: list[TopicPartition] = []
         self._manual = False
         self._positions: dict[TopicPartition, int] = {}
-        # Records fetched but not yet returned, per partition: (records, next index).
-        self._pending: dict[TopicPartition, tuple[list[ConsumerRecord], int]] = {}
+        # Records fetched, per partition, with a cursor past those returned.
+        self._pending: dict[TopicPartition, RecordChunk] = {}
         self._metadata_checked = 0.0
         self._last_commit = time.monotonic()
         self._next_partition = 0
@@ -332,7 +339,7 @@ class Consumer:
         for tp in list(self._positions):
             if tp not in keep:
                 del self._positions[tp]
-                self._pending.pop(tp, None)
+                self._drop_pending(tp)
 
     def _refresh_assignment(self, force: bool = False, join: bool = True) -> None:
         if self._subscription is None:
@@ -427,17 +434,19 @@ class Consumer:
             raise IllegalStateError(f"{tp.topic}-{tp.partition} is not assigned to this consumer")
         pending = self._pending.get(tp)
         if pending is not None:
-            records, i = pending
-            return records[i].offset
+            pos = pending.position()
+            if pos is not None:
+                return pos
         return self._position(tp)
 
     def seek(self, partition: TopicPartition | tuple[str, int], offset: int) -> None:
         self._check()
         tp = _tp(partition)
-        if tp not in self.assignment():
+        self._refresh_assignment(join=False)
+        if tp not in self._assignment:  # what assignment() returns, without copying it
             raise IllegalStateError(f"{tp.topic}-{tp.partition} is not assigned to this consumer")
         _offset(offset)
-        self._pending.pop(tp, None)
+        self._drop_pending(tp)
         self._positions[tp] = offset
 
     def seek_to_beginning(self, *partitions: TopicPartition | tuple[str, int]) -> None:
@@ -477,20 +486,39 @@ class Consumer:
 
     # -- fetching -----------------------------------------------------------------
 
-    def _chunk(self, tp: TopicPartition, limit: int | None = None) -> tuple[list[ConsumerRecord], int] | None:
+    def _drop_pending(self, tp: TopicPartition) -> None:
+        """Forget the partition's fetched records, also for an iterator handing them out."""
+        chunk = self._pending.pop(tp, None)
+        if chunk is not None:
+            chunk.clear()
+
+    def _chunk(self, tp: TopicPartition, limit: int | None = None) -> RecordChunk | None:
         """The partition's fetched-but-unreturned records (fetching if none, at
-        most `limit` of them): (records, index of the next one to return). The
-        one owner of them."""
+        most `limit` of them), a chunk whose cursor moves as they are returned.
+        The one owner of them."""
         pending = self._pending.get(tp)
         if pending is not None:
-            return pending
+            if len(pending):
+                return pending
+            del self._pending[tp]
         pos = self._position(tp)
         fetch = self._config["max_partition_fetch_bytes"]
+        if limit is not None:
+            # A poll for a few records (a seek and a lookup) reads about their
+            # worth of log, not a whole fetch: copying 1 MiB out of the page
+            # cache to hand out one record was 95 % of such a poll. Always at
+            # least one batch, as with any fetch size. Only for a few records
+            # is the rest of what was read left unparsed: the records of a
+            # larger read stay pending for the next polls, or each poll would
+            # read the same bytes again.
+            fetch = min(fetch, limit * _BYTES_PER_POLLED_RECORD)
+            if limit > _FEW_RECORDS:
+                limit = None
         read = self._log.read_next
         try:
             records, next_offset = read(tp.topic, tp.partition, pos, fetch, limit)
             # A compacted log may hold batches the cleaner emptied: step past them.
-            while not records and next_offset > pos:
+            while not len(records) and next_offset > pos:
                 pos = self._positions[tp] = next_offset
                 records, next_offset = read(tp.topic, tp.partition, pos, fetch, limit)
         except OffsetOutOfRangeError:
@@ -499,22 +527,20 @@ class Consumer:
             # Kafka: an out-of-range position (e.g. deleted by retention) is reset.
             self._positions[tp] = self._reset(tp)
             return None
-        if not records:
+        if not len(records):
             return None
         self._positions[tp] = next_offset
-        self._pending[tp] = (records, 0)
-        return self._pending[tp]
+        self._pending[tp] = records
+        return records
 
     def _take(self, tp: TopicPartition, limit: int) -> list[ConsumerRecord]:
         chunk = self._chunk(tp, limit)
         if chunk is None:
             return []
-        records, i = chunk
-        if len(records) - i > limit:
-            self._pending[tp] = (records, i + limit)
-            return records[i : i + limit]
-        del self._pending[tp]
-        return records[i:] if i else records
+        records = chunk.take(limit)
+        if not len(chunk):
+            del self._pending[tp]
+        return records
 
     def _fetch_any(self, limit: int) -> dict[TopicPartition, list[ConsumerRecord]]:
         self._refresh_assignment()
@@ -561,49 +587,38 @@ class Consumer:
             self._wait(left)
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
-        return self._iterate()
+        # Records are handed out by a native iterator from the fetched chunk;
+        # this class's bookkeeping runs once per chunk, in _next_chunk. Each
+        # record counts as consumed when handed out, so that if the caller stops
+        # early, position() and commit() are exact; a seek() meanwhile drops the
+        # chunk, and iteration follows it at once.
+        return RecordIterator(self._next_chunk)
 
-    def _iterate(self) -> Iterator[ConsumerRecord]:
-        timeout = self._config["consumer_timeout_ms"] / 1000
-        pending = self._pending
+    def _next_chunk(self) -> RecordChunk | None:
+        """The next partition's chunk to iterate (in turn), waiting up to
+        ``consumer_timeout_ms`` for one; None ends the iteration."""
+        self._check()
+        self._maybe_auto_commit()
+        self._refresh_assignment()
+        # Every assigned partition gets its position now (as Kafka's poll sets
+        # them all), so that a commit after an early stop covers those whose
+        # records were not reached yet, not only the one being iterated.
+        for tp in self._assignment:
+            self._position(tp)
+        deadline = time.monotonic() + self._config["consumer_timeout_ms"] / 1000
         while True:
-            self._check()
-            self._maybe_auto_commit()
-            self._refresh_assignment()
-            deadline = time.monotonic() + timeout
-            chunks = self._chunks()
-            while not chunks:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return
-                self._wait(left)
-                chunks = self._chunks()
-            for tp, (records, start) in chunks:
-                # Each record counts as consumed when handed out, so that if the
-                # caller stops early, position() and commit() are exact; a seek()
-                # meanwhile drops the chunk, and iteration follows it at once.
-                last = len(records) - 1
-                for i in range(start, last):
-                    chunk = (records, i + 1)
-                    pending[tp] = chunk
-                    yield records[i]
-                    if pending.get(tp) is not chunk:
-                        break
-                else:
-                    pending.pop(tp, None)
-                    yield records[last]
-
-    def _chunks(self) -> list[tuple[TopicPartition, tuple[list[ConsumerRecord], int]]]:
-        out = []
-        n = len(self._assignment)
-        for k in range(n):
-            tp = self._assignment[(self._next_partition + k) % n]
-            chunk = self._chunk(tp)
-            if chunk is not None:
-                out.append((tp, chunk))
-        if n:
-            self._next_partition = (self._next_partition + 1) % n
-        return out
+            n = len(self._assignment)
+            for k in range(n):
+                i = (self._next_partition + k) % n
+                chunk = self._chunk(self._assignment[i])
+                if chunk is not None:
+                    # Rotate the starting partition so that none starves the others.
+                    self._next_partition = (i + 1) % n
+                    return chunk
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            self._wait(left)
 
     def poll_arrow(self, max_records: int = 100_000, timeout_ms: float = 0) -> pa.RecordBatch:
         """Records as one ``pyarrow.RecordBatch`` with the columns of Spark's Kafka
@@ -618,7 +633,7 @@ class Consumer:
             self._refresh_assignment()
             for tp in list(self._pending):  # hand back what iteration/poll left pending
                 self._positions[tp] = self.position(tp)
-                del self._pending[tp]
+                self._drop_pending(tp)
             requests = [(tp.topic, tp.partition, self._position(tp)) for tp in self._assignment]
             try:
                 batch, nexts = self._log.read_arrow(requests, max_records, 1 << 20)

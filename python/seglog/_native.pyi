@@ -18,6 +18,8 @@ __all__ = [
     "LogStop",
     "LogWalk",
     "Producer",
+    "RecordChunk",
+    "RecordIterator",
     "RecordMetadata",
     "RemoteClient",
     "SegmentScan",
@@ -55,6 +57,29 @@ class ConsumerRecord:
     @property
     def headers(self) -> tuple[tuple[str, bytes | None], ...]:
         """A tuple of (key: str, value: bytes | None) pairs."""
+
+@final
+class RecordChunk:
+    """Records of one partition with a cursor: those before it were handed out."""
+
+    def __new__(cls, records: list[ConsumerRecord]) -> RecordChunk: ...
+    def __len__(self) -> int:
+        """How many records are still pending."""
+    def position(self) -> int | None:
+        """The offset of the next pending record, or None when all are handed out."""
+    def take(self, limit: int) -> list[ConsumerRecord]:
+        """Up to `limit` pending records, now handed out."""
+    def clear(self) -> None:
+        """Drops the pending records (a seek moved the position elsewhere)."""
+
+@final
+class RecordIterator:
+    """Iterates records chunk by chunk: `refill()` returns the next RecordChunk,
+    or None to stop."""
+
+    def __new__(cls, refill: Callable[[], RecordChunk | None]) -> RecordIterator: ...
+    def __iter__(self) -> RecordIterator: ...
+    def __next__(self) -> ConsumerRecord: ...
 
 @final
 class Store:
@@ -124,6 +149,15 @@ class Store:
         """As `read`, plus the offset after the last batch read (which may hold no
         records: a compacted log can end a segment with an empty batch), so that
         a consumer can move past it. At the log end: ([], offset)."""
+    def read_chunk(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_bytes: int = 1048576,
+        max_records: int | None = None,
+    ) -> tuple[RecordChunk, int]:
+        """As `read_next`, the records as a RecordChunk (what a Consumer iterates)."""
     def read_raw(self, topic: str, partition: int, offset: int, max_bytes: int = 1048576) -> bytes:
         """The raw batches `read` would decode, as bytes."""
     def file_range(

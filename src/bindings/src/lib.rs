@@ -3,6 +3,7 @@
 
 mod broker;
 mod buffer;
+mod chunk;
 mod errors;
 mod group;
 mod inspect;
@@ -72,6 +73,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<remote::RemoteClient>()?;
     m.add("BROKER_KEYS", seglog_broker::config::BROKER_KEYS.to_vec())?;
     m.add_class::<records::ConsumerRecord>()?;
+    m.add_class::<chunk::RecordChunk>()?;
+    m.add_class::<chunk::RecordIterator>()?;
     m.add_class::<producer::Producer>()?;
     m.add_class::<buffer::ByteBuffer>()?;
     m.add_class::<producer::FutureRecordMetadata>()?;

@@ -9,7 +9,7 @@ use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 use super::errors::to_py;
 use seglog_core::client::fetch::{decode, DecodedBatch};
-use seglog_core::record::parse_records_from;
+use seglog_core::record::parse_records_range;
 use seglog_core::record::TimestampType;
 
 /// One record read from a log: Kafka's ConsumerRecord fields, immutable.
@@ -20,7 +20,7 @@ pub struct ConsumerRecord {
     #[pyo3(get)]
     partition: i32,
     #[pyo3(get)]
-    offset: i64,
+    pub(crate) offset: i64,
     /// Milliseconds since the epoch.
     #[pyo3(get)]
     timestamp: i64,
@@ -199,9 +199,25 @@ pub fn to_records<'py>(
     min_offset: i64,
     max_records: usize,
 ) -> PyResult<Bound<'py, PyList>> {
-    let list = PyList::empty(py);
+    PyList::new(py, record_vec(py, topic, partition, batches, min_offset, max_records)?)
+}
+
+/// The records of `batches` at or after `min_offset`, at most `max_records`,
+/// as ConsumerRecord objects.
+pub fn record_vec(
+    py: Python<'_>,
+    topic: &Bound<'_, PyString>,
+    partition: i32,
+    batches: &[DecodedBatch],
+    min_offset: i64,
+    max_records: usize,
+) -> PyResult<Vec<Py<ConsumerRecord>>> {
+    let total: usize = batches.iter().map(|b| b.records.max(0) as usize).sum();
+    let mut out = Vec::with_capacity(total.min(max_records));
+    // Records without headers (the common case) share one empty tuple.
+    let no_headers = PyTuple::empty(py);
     for b in batches {
-        if list.len() >= max_records {
+        if out.len() >= max_records {
             break;
         }
         if b.control || b.base_offset + i64::from(b.last_offset_delta) < min_offset {
@@ -209,19 +225,23 @@ pub fn to_records<'py>(
         }
         // In a contiguous batch, records before `min_offset` are skipped unparsed.
         let skip = if b.contiguous() {
-            // decode_batches passes i64::MIN: the difference must not wrap.
-            min_offset.saturating_sub(b.base_offset).clamp(0, i64::from(b.records)) as i32
+            // decode_batches passes i64::MIN: the difference must not wrap; a
+            // damaged batch may claim a negative count (parsing then refuses it).
+            min_offset.saturating_sub(b.base_offset).clamp(0, i64::from(b.records.max(0))) as i32
         } else {
             0
         };
-        let recs = parse_records_from(&b.payload, b.records, b.last_offset_delta, skip)
+        // Past `skip`, a contiguous batch's records are all wanted: parse only
+        // as many as are still missing.
+        let take = if b.contiguous() { max_records - out.len() } else { usize::MAX };
+        let recs = parse_records_range(&b.payload, b.records, b.last_offset_delta, skip, take)
             .map_err(|e| to_py(e.into()))?;
         for r in recs {
             let offset = b.base_offset + i64::from(r.offset_delta);
             if offset < min_offset {
                 continue;
             }
-            if list.len() >= max_records {
+            if out.len() >= max_records {
                 break;
             }
             let (timestamp, ts_type) = if b.log_append_time {
@@ -229,12 +249,16 @@ pub fn to_records<'py>(
             } else {
                 (b.base_timestamp + r.timestamp_delta, TimestampType::CreateTime.id())
             };
-            let headers = PyTuple::new(
-                py,
-                r.headers
-                    .iter()
-                    .map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), v.map(|v| PyBytes::new(py, v)))),
-            )?;
+            let headers = if r.headers.is_empty() {
+                no_headers.clone()
+            } else {
+                PyTuple::new(
+                    py,
+                    r.headers.iter().map(|(k, v)| {
+                        (String::from_utf8_lossy(k).into_owned(), v.map(|v| PyBytes::new(py, v)))
+                    }),
+                )?
+            };
             let rec = ConsumerRecord {
                 topic: topic.clone().unbind(),
                 partition,
@@ -245,10 +269,10 @@ pub fn to_records<'py>(
                 value: r.value.map(|v| PyBytes::new(py, v).unbind()),
                 headers: headers.unbind(),
             };
-            list.append(Py::new(py, rec)?)?;
+            out.push(Py::new(py, rec)?);
         }
     }
-    Ok(list)
+    Ok(out)
 }
 
 /// Kafka's murmur2 hash of `data`, as a signed 32-bit int.

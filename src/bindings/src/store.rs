@@ -14,7 +14,8 @@ use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 use super::buffer::ByteBuffer;
-use super::records::{extract_record, to_records, with_new_records, InRecord};
+use super::chunk::RecordChunk;
+use super::records::{extract_record, record_vec, to_records, with_new_records, InRecord};
 use seglog_core::client::columns::{BinaryColumn, Columns};
 use seglog_core::client::fetch::{read_batches, read_columns};
 use seglog_core::client::partitioner::partition_for_key;
@@ -265,8 +266,9 @@ impl Store {
     ) -> PyResult<(Bound<'py, PyList>, i64)> {
         let name = topic.to_str()?;
         let core = self.core()?;
-        let batches = py.detach(|| read_batches(&*core.partition(name, partition)?, offset, max_bytes))?;
         let limit = max_records.unwrap_or(usize::MAX);
+        let batches =
+            py.detach(|| read_batches(&*core.partition(name, partition)?, offset, max_bytes, limit.max(1)))?;
         let records = to_records(py, topic, partition, &batches, offset, limit)?;
         let next = if records.len() >= limit && limit > 0 {
             // Cut short: go on right after the last record returned.
@@ -274,6 +276,31 @@ impl Store {
             last.getattr("offset")?.extract::<i64>()? + 1
         } else {
             batches.last().map_or(offset, |b| b.next_offset().max(offset))
+        };
+        Ok((records, next))
+    }
+
+    /// As `read_next`, the records as a RecordChunk (what a Consumer iterates).
+    #[pyo3(signature = (topic, partition, offset, max_bytes = 1048576, max_records = None))]
+    fn read_chunk(
+        &self,
+        py: Python<'_>,
+        topic: &Bound<'_, PyString>,
+        partition: i32,
+        offset: i64,
+        max_bytes: u64,
+        max_records: Option<usize>,
+    ) -> PyResult<(RecordChunk, i64)> {
+        let name = topic.to_str()?;
+        let core = self.core()?;
+        let limit = max_records.unwrap_or(usize::MAX);
+        let batches =
+            py.detach(|| read_batches(&*core.partition(name, partition)?, offset, max_bytes, limit.max(1)))?;
+        let records = RecordChunk::from_vec(record_vec(py, topic, partition, &batches, offset, limit)?);
+        let next = match records.last_offset() {
+            // Cut short: go on right after the last record returned.
+            Some(last) if records.__len__() >= limit && limit > 0 => last + 1,
+            _ => batches.last().map_or(offset, |b| b.next_offset().max(offset)),
         };
         Ok((records, next))
     }

@@ -117,7 +117,7 @@ impl FetchedPartition {
                 continue;
             }
             let skip = if b.contiguous() {
-                (self.offset - b.base_offset).clamp(0, i64::from(b.records)) as i32
+                (self.offset - b.base_offset).clamp(0, i64::from(b.records.max(0))) as i32
             } else {
                 0
             };

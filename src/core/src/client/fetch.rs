@@ -2,13 +2,18 @@
 //! batches that a cleaning emptied, decoded for record-by-record use or
 //! straight into Arrow columns.
 
+use std::borrow::Cow;
+use std::ops::{Deref, Range};
 use std::sync::Arc;
 
 use super::columns::Columns;
 use crate::error::Result;
 use crate::log::PartitionLog;
+use crate::log::ReadSlice;
 use crate::record::parse_records;
+use crate::record::records::{record_marks, records_span_marked, MARK_STRIDE};
 use crate::record::{BatchIter, RecordBatch, TimestampType};
+use crate::segment::{CrcTicket, RecordMarks};
 use crate::store::Store;
 
 /// One batch of a read, its records still encoded (decompressed).
@@ -17,7 +22,7 @@ pub struct DecodedBatch {
     pub base_timestamp: i64,
     pub max_timestamp: i64,
     pub log_append_time: bool,
-    pub payload: Vec<u8>,
+    pub payload: Payload,
     pub records: i32,
     pub last_offset_delta: i32,
     pub control: bool,
@@ -47,17 +52,53 @@ impl DecodedBatch {
     }
 }
 
+/// A batch's records, still encoded: a range of the bytes a read returned
+/// (shared by the batches of that read, so an uncompressed batch is not
+/// copied again), or what decompression made.
+#[derive(Clone)]
+pub struct Payload {
+    bytes: Arc<Vec<u8>>,
+    range: Range<usize>,
+}
+
+impl Payload {
+    pub fn owned(bytes: Vec<u8>) -> Self {
+        let range = 0..bytes.len();
+        Payload { bytes: Arc::new(bytes), range }
+    }
+}
+
+impl Deref for Payload {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.bytes[self.range.clone()]
+    }
+}
+
 /// Decodes the batches laid back to back in `bytes`.
 pub fn decode(bytes: &[u8], verify_crc: bool) -> Result<Vec<DecodedBatch>> {
+    decode_shared(Arc::new(bytes.to_vec()), verify_crc)
+}
+
+/// As `decode`, the uncompressed batches' payloads left in `bytes`.
+pub fn decode_shared(bytes: Arc<Vec<u8>>, verify_crc: bool) -> Result<Vec<DecodedBatch>> {
     let mut out = Vec::new();
-    for b in BatchIter::new(bytes, verify_crc) {
+    let base = bytes.as_ptr() as usize;
+    for b in BatchIter::new(&bytes, verify_crc) {
         let b: RecordBatch<'_> = b?;
+        let payload = match b.records_payload()? {
+            Cow::Borrowed(raw) => {
+                let start = raw.as_ptr() as usize - base;
+                Payload { bytes: bytes.clone(), range: start..start + raw.len() }
+            }
+            Cow::Owned(v) => Payload::owned(v),
+        };
         out.push(DecodedBatch {
             base_offset: b.base_offset(),
             base_timestamp: b.base_timestamp(),
             max_timestamp: b.max_timestamp(),
             log_append_time: b.timestamp_type() == TimestampType::LogAppendTime,
-            payload: b.records_payload()?.into_owned(),
+            payload,
             records: b.records_count(),
             last_offset_delta: b.last_offset_delta(),
             control: b.is_control(),
@@ -66,17 +107,110 @@ pub fn decode(bytes: &[u8], verify_crc: bool) -> Result<Vec<DecodedBatch>> {
     Ok(out)
 }
 
+/// Reads of at most this many records are lookups: a batch they go into the
+/// middle of gets record marks.
+const LOOKUP_RECORDS: usize = 16;
+
+/// As `decode`, from bytes borrowed (a segment's map) rather than read: only
+/// the records at or after `offset`, at most `limit` of them, are copied out,
+/// each batch's `payload` and `records` being those (a control batch keeps
+/// all of its own). It stops after the batch that reaches `limit`; returned
+/// too is whether it went through every batch (each CRC-checked if asked).
+/// A read into the middle of a batch starts from the record marks `slice`'s
+/// segment keeps for it; a lookup leaves them there for the next one if it had
+/// none (the bytes were read under `ticket`).
+fn decode_wanted(
+    bytes: &[u8],
+    verify_crc: bool,
+    offset: i64,
+    limit: usize,
+    slice: &ReadSlice,
+    ticket: CrcTicket,
+) -> Result<(Vec<DecodedBatch>, bool)> {
+    let mut out = Vec::new();
+    let mut taken = 0usize;
+    let mut iter = BatchIter::new(bytes, verify_crc);
+    while taken < limit {
+        let at = iter.position();
+        let Some(b) = iter.next() else { break };
+        let b: RecordBatch<'_> = b?;
+        let all = b.records_payload()?;
+        let (payload, records) = if b.is_control() {
+            (all.to_vec(), b.records_count())
+        } else {
+            let min_delta = offset.saturating_sub(b.base_offset());
+            let (count, last) = (b.records_count(), b.last_offset_delta());
+            let marks = if min_delta >= MARK_STRIDE as i64 && i64::from(count) == i64::from(last) + 1 {
+                // Made only for a lookup: a bulk read that starts inside a batch
+                // walks to its first record once and goes on from there.
+                slice.record_marks(at).or_else(|| {
+                    if limit > LOOKUP_RECORDS {
+                        return None;
+                    }
+                    let marks: RecordMarks = record_marks(&all, count).ok()?.into();
+                    slice.keep_record_marks(ticket, at, marks.clone());
+                    Some(marks)
+                })
+            } else {
+                None
+            };
+            let (range, n) =
+                records_span_marked(&all, count, last, min_delta, limit - taken, marks.as_deref())?;
+            taken += n as usize;
+            (all[range].to_vec(), n)
+        };
+        out.push(DecodedBatch {
+            base_offset: b.base_offset(),
+            base_timestamp: b.base_timestamp(),
+            max_timestamp: b.max_timestamp(),
+            log_append_time: b.timestamp_type() == TimestampType::LogAppendTime,
+            payload: Payload::owned(payload),
+            records,
+            last_offset_delta: b.last_offset_delta(),
+            control: b.is_control(),
+        });
+    }
+    Ok((out, iter.position() == bytes.len()))
+}
+
 /// Batches from `offset` on, at most about `max_bytes` of them, the first one
 /// holding a record at `offset` or later: batches a cleaning emptied (or that
 /// hold only records before `offset`) are stepped over, so that an empty result
-/// means the end of the log.
-pub fn read_batches(log: &PartitionLog, offset: i64, max_bytes: u64) -> Result<Vec<DecodedBatch>> {
+/// means the end of the log. Where the segment is mapped, only the records at
+/// or after `offset`, at most `limit`, are copied out of it (a lookup copies
+/// one record, not its 16 KiB batch): a batch's `records` and `payload` are
+/// then those alone.
+pub fn read_batches(
+    log: &PartitionLog,
+    offset: i64,
+    max_bytes: u64,
+    limit: usize,
+) -> Result<Vec<DecodedBatch>> {
+    log.read_through_cuts(|| read_batches_once(log, offset, max_bytes, limit))
+}
+
+fn read_batches_once(
+    log: &PartitionLog,
+    offset: i64,
+    max_bytes: u64,
+    limit: usize,
+) -> Result<Vec<DecodedBatch>> {
     let mut pos = offset;
     loop {
         let slice = log.read(pos, max_bytes)?;
-        let bytes = slice.bytes()?;
-        // Every batch a reader gets is CRC-checked: nothing corrupt reaches it.
-        let batches = decode(&bytes, true).map_err(|e| slice.locate(e))?;
+        let ticket = slice.crc_ticket();
+        // Every batch a reader gets is CRC-checked (once per process): nothing
+        // corrupt reaches it.
+        let verify = !ticket.verified;
+        let (batches, whole) =
+            match slice.with_mapped(|bytes| decode_wanted(bytes, verify, offset, limit, &slice, ticket)) {
+                Some(decoded) => decoded,
+                None => decode_shared(Arc::new(slice.bytes()?), verify).map(|b| (b, true)),
+            }
+            .map_err(|e| slice.locate(e))?;
+        if whole {
+            slice.crc_passed(ticket);
+        }
         let Some(last) = batches.last() else { return Ok(batches) };
         if batches.iter().any(|b| b.has_records_from(offset)) {
             return Ok(batches);
@@ -105,13 +239,44 @@ pub fn read_columns(
         let log: Arc<PartitionLog> = store.partition(topic, *p)?;
         let mut pos = *offset;
         let mut next = None;
+        let mut sized = false;
         while cols.rows < max_records {
-            let slice = log.read(pos, max_bytes)?;
+            if !sized && cols.rows > 0 {
+                // The rows still to come here, shaped like those read so far.
+                let left = usize::try_from(log.log_end_offset().saturating_sub(pos)).unwrap_or(0);
+                cols.reserve_rows(left.min(max_records - cols.rows));
+                sized = true;
+            }
+            let cuts = log.cuts();
+            let slice = log.read_through_cuts(|| log.read(pos, max_bytes))?;
             if slice.range.is_none() {
                 break;
             }
-            let bytes = slice.bytes()?;
-            match cols.extend(topic, *p, &bytes, pos, max_records, true).map_err(|e| slice.locate(e))? {
+            let ticket = slice.crc_ticket();
+            let verify = !ticket.verified;
+            // Straight from the segment's map where there is one: no copy. The
+            // map's lock holds off a cut while the bytes are read; one that ran
+            // since the range was found sends the read back to find it again.
+            let mapped = slice.with_mapped(|b| {
+                (log.cuts() == cuts && cuts.is_multiple_of(2))
+                    .then(|| cols.extend(topic, *p, b, pos, max_records, verify))
+            });
+            let read = match mapped {
+                Some(Some(read)) => read,
+                // Cut since: find the range again.
+                Some(None) => {
+                    std::thread::yield_now();
+                    continue;
+                }
+                None if log.cuts() != cuts => continue,
+                None => cols.extend(topic, *p, &slice.bytes()?, pos, max_records, verify),
+            };
+            let read = read.map_err(|e| slice.locate(e))?;
+            if cols.rows < max_records {
+                // Short of the limit, extend went through (and checked) every batch.
+                slice.crc_passed(ticket);
+            }
+            match read {
                 Some(n) if n > pos => {
                     pos = n;
                     next = Some(n);

@@ -76,7 +76,7 @@ pub fn read_records(
     let mut offset = from.max(log.log_start_offset());
     let end = log.log_end_offset();
     while offset < end {
-        let batches = read_batches(log, offset, 1 << 20)?;
+        let batches = read_batches(log, offset, 1 << 20, usize::MAX)?;
         let Some(last) = batches.last() else { break };
         for b in &batches {
             if b.control {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::PartitionLog;
 use crate::error::{CorruptBatch, Error, Result};
 use crate::record::{RecordBatch, TimestampType};
-use crate::segment::{Expect, FileRange, Segment};
+use crate::segment::{CrcTicket, Expect, FileRange, RecordMarks, Segment};
 
 /// A read: whole batches from one segment, as a file range, plus the bounds the
 /// reader may want (Kafka's Fetch returns the same).
@@ -24,6 +24,49 @@ impl ReadSlice {
         match (&self.segment, &self.range) {
             (Some(seg), Some(r)) => seg.read_bytes(r.position, r.length as usize),
             _ => Ok(Vec::new()),
+        }
+    }
+
+    /// `f` on the slice's bytes borrowed from the segment's map; None if the
+    /// segment is not mapped (a reader process) or the slice is empty.
+    pub fn with_mapped<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        match (&self.segment, &self.range) {
+            (Some(seg), Some(r)) => seg.with_mapped(r.position, r.length as usize, f),
+            _ => None,
+        }
+    }
+
+    /// Whether this slice's batches passed their CRC in this process already
+    /// (take it before reading the bytes; see `crc_passed`).
+    pub fn crc_ticket(&self) -> CrcTicket {
+        match (&self.segment, &self.range) {
+            (Some(seg), Some(r)) => seg.crc_ticket(r.position, r.length),
+            _ => CrcTicket::UNCHECKED,
+        }
+    }
+
+    /// Records that the bytes read under `ticket` passed their CRC, so that a
+    /// later read of them in this process need not check it again.
+    pub fn crc_passed(&self, ticket: CrcTicket) {
+        if let (Some(seg), Some(r)) = (&self.segment, &self.range) {
+            seg.crc_passed(ticket, r.position, r.length);
+        }
+    }
+
+    /// The record marks of the batch `at` bytes into this slice, if a lookup
+    /// into it left them.
+    pub fn record_marks(&self, at: usize) -> Option<RecordMarks> {
+        match (&self.segment, &self.range) {
+            (Some(seg), Some(r)) => seg.record_marks(r.position + at as u64),
+            _ => None,
+        }
+    }
+
+    /// Keeps the record marks of the batch `at` bytes into this slice, read
+    /// under `ticket`.
+    pub fn keep_record_marks(&self, ticket: CrcTicket, at: usize, marks: RecordMarks) {
+        if let (Some(seg), Some(r)) = (&self.segment, &self.range) {
+            seg.keep_record_marks(ticket, r.position + at as u64, marks);
         }
     }
 

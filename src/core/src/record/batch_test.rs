@@ -1,7 +1,9 @@
 //! Tests of `batch`.
 
 use super::*;
-use crate::record::{build_batches, parse_records_from, BatchBuilder, BatchIter, Compression, NewRecord};
+use crate::record::{
+    build_batches, parse_records, parse_records_from, BatchBuilder, BatchIter, Compression, NewRecord,
+};
 
 fn build(c: Compression, n: usize) -> Vec<u8> {
     let mut b = BatchBuilder::new(c).base_offset(100);
@@ -158,6 +160,44 @@ fn rewrite_keeps_offsets_times_and_sets_delete_horizon() {
 }
 
 #[test]
+fn a_records_span_parses_alone_as_the_records_wanted() {
+    use crate::record::records::records_span;
+    let bytes = build(Compression::None, 20);
+    let b = RecordBatch::parse(&bytes).unwrap();
+    let payload = b.records_payload().unwrap();
+    let all = b.records(&payload).unwrap();
+    for (min_delta, take) in [(0, usize::MAX), (0, 1), (7, 1), (7, 3), (19, 5), (20, 1), (-3, 2), (25, 1)] {
+        let (range, n) =
+            records_span(&payload, b.records_count(), b.last_offset_delta(), min_delta, take).unwrap();
+        let got = parse_records(&payload[range], n, b.last_offset_delta()).unwrap();
+        let from = min_delta.clamp(0, 20) as usize;
+        let want: Vec<_> = all[from..].iter().take(take).cloned().collect();
+        assert_eq!(got, want, "from {min_delta}, take {take}");
+    }
+    // Offsets with gaps (a compacted batch): each record is read for its delta.
+    let (range, n) = records_span(&payload, 20, 40, 7, 2).unwrap();
+    assert_eq!(parse_records(&payload[range], n, 40).unwrap(), all[7..9].to_vec());
+    assert!(records_span(&payload, -1, 19, 0, 1).is_err());
+}
+
+#[test]
+fn for_each_record_stops_when_asked_and_checks_the_rest_when_not() {
+    use crate::record::for_each_record;
+    let bytes = build(Compression::None, 20);
+    let b = RecordBatch::parse(&bytes).unwrap();
+    let payload = b.records_payload().unwrap();
+    let mut seen = Vec::new();
+    for_each_record(&payload, 20, 19, |r| {
+        seen.push(r.offset_delta);
+        seen.len() < 5
+    })
+    .unwrap();
+    assert_eq!(seen, [0, 1, 2, 3, 4]);
+    // Claiming fewer records than the payload holds is refused, as parse_records does.
+    assert!(for_each_record(&payload, 19, 19, |_| true).is_err());
+}
+
+#[test]
 fn parse_from_skips_records_by_length() {
     let bytes = build(Compression::Gzip, 20);
     let b = RecordBatch::parse(&bytes).unwrap();
@@ -193,4 +233,31 @@ fn batch_iter_stops_at_partial_tail() {
     assert_eq!(it.position(), full);
     assert!(it.next().unwrap().is_err());
     assert!(it.next().is_none());
+}
+
+#[test]
+fn record_marks_start_a_span_where_the_walk_from_the_first_record_would_arrive() {
+    use crate::record::records::{record_marks, records_span, records_span_marked, MARK_STRIDE};
+    let bytes = build(Compression::None, 50);
+    let b = RecordBatch::parse(&bytes).unwrap();
+    let payload = b.records_payload().unwrap();
+    let marks = record_marks(&payload, 50).unwrap();
+    assert_eq!(marks.len(), 50usize.div_ceil(MARK_STRIDE));
+    assert_eq!(marks[0], 0);
+    for min_delta in 0..52 {
+        for take in [1, 3, 100] {
+            let plain = records_span(&payload, 50, 49, min_delta, take).unwrap();
+            let marked = records_span_marked(&payload, 50, 49, min_delta, take, Some(&marks)).unwrap();
+            assert_eq!(plain, marked, "from {min_delta}, take {take}");
+        }
+    }
+    // Marks that do not fit the payload (never kept for another batch, but
+    // checked all the same) are not followed.
+    let wild = [0, u32::MAX, u32::MAX];
+    assert_eq!(
+        records_span_marked(&payload, 50, 49, 20, 1, Some(&wild)).unwrap(),
+        records_span(&payload, 50, 49, 20, 1).unwrap()
+    );
+    // A payload that claims more records than it holds is refused.
+    assert!(record_marks(&payload, 51).is_err());
 }

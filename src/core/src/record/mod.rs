@@ -14,4 +14,4 @@ pub use batch::{RecordBatch, TimestampType};
 pub use builder::{build_batches, BatchBuilder, HeaderRef, NewRecord, ProducerInfo};
 pub use compression::Compression;
 pub use iter::BatchIter;
-pub use records::{parse_records, parse_records_from, Record};
+pub use records::{for_each_record, parse_records, parse_records_from, parse_records_range, Record};

@@ -55,7 +55,25 @@ impl<'a> Reader<'a> {
         self.buf.len() - self.pos
     }
 
+    #[inline]
     pub fn varlong(&mut self) -> Result<i64, CorruptBatch> {
+        // Most fields of a record are one- or two-byte varints (a record's
+        // length of 64 bytes or more, a timestamp delta of a few ms).
+        match self.buf.get(self.pos..self.pos + 2) {
+            Some(&[b0, _]) if b0 & 0x80 == 0 => {
+                self.pos += 1;
+                Ok(unzigzag64(u64::from(b0)))
+            }
+            Some(&[b0, b1]) if b1 & 0x80 == 0 => {
+                self.pos += 2;
+                Ok(unzigzag64(u64::from(b0 & 0x7f) | (u64::from(b1) << 7)))
+            }
+            _ => self.varlong_slow(),
+        }
+    }
+
+    #[cold]
+    fn varlong_slow(&mut self) -> Result<i64, CorruptBatch> {
         let mut result: u64 = 0;
         for i in 0..10 {
             let Some(&b) = self.buf.get(self.pos) else {
@@ -70,15 +88,18 @@ impl<'a> Reader<'a> {
         Err(CorruptBatch::BadRecord("varint longer than 10 bytes".into()))
     }
 
+    #[inline]
     pub fn varint(&mut self) -> Result<i32, CorruptBatch> {
         let v = self.varlong()?;
         i32::try_from(v).map_err(|_| CorruptBatch::BadRecord(format!("varint {v} overflows int32")))
     }
 
+    #[inline]
     pub fn i8(&mut self) -> Result<i8, CorruptBatch> {
         Ok(self.bytes(1)?[0] as i8)
     }
 
+    #[inline]
     pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], CorruptBatch> {
         if n > self.remaining() {
             return Err(CorruptBatch::BadRecord(format!(
@@ -92,6 +113,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A varint length followed by that many bytes; -1 means null.
+    #[inline]
     pub fn nullable_bytes(&mut self) -> Result<Option<&'a [u8]>, CorruptBatch> {
         match self.varint()? {
             -1 => Ok(None),

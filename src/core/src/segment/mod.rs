@@ -6,9 +6,11 @@
 
 pub mod files;
 pub mod inspect;
+mod map;
 mod recovery;
 mod slice;
 mod tail;
+mod verified;
 
 use std::fs::{self, File, OpenOptions};
 use std::os::fd::{AsFd, BorrowedFd};
@@ -23,8 +25,11 @@ use crate::index::{OffsetIndex, TimeIndex};
 use crate::record::batch::{RecordBatch, HEADER_LEN, LOG_OVERHEAD};
 
 pub use files::{file_name, parse_file_name};
+use map::LogMap;
 pub use recovery::Recovered;
 pub use slice::{BatchInfo, FileRange};
+use verified::VerifiedRanges;
+pub use verified::{CrcTicket, RecordMarks};
 /// Per-segment index bookkeeping, changed only by the writer.
 struct IndexState {
     offsets: OffsetIndex,
@@ -81,6 +86,10 @@ pub struct Segment {
     damaged_at: AtomicU64,
     /// A failed write left bytes past `size` that could not be cut off yet.
     torn: AtomicBool,
+    /// What passed its CRC in this process (not kept by a reader process).
+    verified: VerifiedRanges,
+    /// The log file mapped, for reads (not by a reader process: see `map`).
+    map: LogMap,
 }
 
 /// What recovery reads at a time.
@@ -88,6 +97,13 @@ const READ_CHUNK: usize = 64 * 1024;
 /// What a header walk reads at a time: an index interval's worth and a header,
 /// since a lookup starts at most about that far from its batch.
 const WALK_CHUNK: usize = 8 * 1024;
+/// What it reads first (from an index hint a lookup's batch is often the first
+/// or second), and after stepping over a batch too large for a chunk (the next
+/// is likely as large: only its header is of use). Copying a page-cache page
+/// costs about as much as the call itself here, so reading 8 KiB to use 61
+/// bytes tripled the cost of a lookup in a log of 16 KiB batches.
+const WALK_FIRST: usize = 2 * 1024;
+const WALK_AFTER_LARGE: usize = 512;
 
 impl Segment {
     pub fn paths(dir: &Path, base_offset: i64) -> (PathBuf, PathBuf, PathBuf) {
@@ -172,6 +188,11 @@ impl Segment {
             inode,
             damaged_at: AtomicU64::new(u64::MAX),
             torn: AtomicBool::new(false),
+            // Only this process writes the files of an Active or Sealed segment:
+            // what passed its CRC stays so until truncation cuts it off.
+            verified: VerifiedRanges::new(mode != SegmentMode::Reader),
+            // Likewise, only this process shortens them: they may be mapped.
+            map: LogMap::new(mode != SegmentMode::Reader),
         })
     }
 
@@ -358,13 +379,75 @@ impl Segment {
     }
 
     pub fn read_exact_at(&self, buf: &mut [u8], position: u64) -> Result<()> {
+        let len = buf.len();
+        if self.map.with(&self.log, || self.size(), position, len, |b| buf.copy_from_slice(b)).is_ok() {
+            return Ok(());
+        }
         self.log.read_exact_at(buf, position).map_err(Error::at(&self.log_path))
+    }
+
+    /// `f` on the `len` bytes at `position` borrowed from the map; None if the
+    /// segment is not mapped (a reader process's) or they are not committed.
+    pub fn with_mapped<R>(&self, position: u64, len: usize, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        self.map.with(&self.log, || self.size(), position, len, f).ok()
+    }
+
+    /// Whether the batches in `[position, position + len)` passed their CRC in
+    /// this process already; take it before reading the bytes.
+    pub fn crc_ticket(&self, position: u64, len: u64) -> CrcTicket {
+        self.verified.ticket(position, len)
+    }
+
+    /// Records that the batches read under `ticket` passed their CRC.
+    pub fn crc_passed(&self, ticket: CrcTicket, position: u64, len: u64) {
+        self.verified.passed(ticket, position, len);
+    }
+
+    /// Where records start in the batch at `position`, if a lookup left it.
+    pub fn record_marks(&self, position: u64) -> Option<RecordMarks> {
+        self.verified.marks(position)
+    }
+
+    /// Keeps where records start in the batch at `position` (found in bytes
+    /// read under `ticket`, which a truncation since voids).
+    pub fn keep_record_marks(&self, ticket: CrcTicket, position: u64, marks: RecordMarks) {
+        self.verified.keep_marks(ticket, position, marks);
     }
 
     /// Reads `len` bytes at `position` into a new buffer.
     pub fn read_bytes(&self, position: u64, len: usize) -> Result<Vec<u8>> {
-        let mut buf = vec![0u8; len];
-        self.read_exact_at(&mut buf, position)?;
+        match self.map.with(&self.log, || self.size(), position, len, <[u8]>::to_vec) {
+            Ok(v) => Ok(v),
+            Err(_) => self.read_bytes_unmapped(position, len),
+        }
+    }
+
+    /// Reads into fresh, unzeroed memory (zeroing a megabyte only to overwrite
+    /// it was a tenth of a read-only `poll_arrow` pass).
+    fn read_bytes_unmapped(&self, position: u64, len: usize) -> Result<Vec<u8>> {
+        let mut buf: Vec<u8> = Vec::with_capacity(len);
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&self.log);
+        while buf.len() < len {
+            let done = buf.len();
+            let Ok(at) = libc::off_t::try_from(position + done as u64) else {
+                return Err(Error::at(&self.log_path)(std::io::ErrorKind::InvalidInput.into()));
+            };
+            // SAFETY: the pointer and length describe `buf`'s spare capacity,
+            // which pread only writes; `set_len` below covers only the bytes it
+            // reports as written.
+            let n = unsafe { libc::pread(fd, buf.as_mut_ptr().add(done).cast(), len - done, at) };
+            match n {
+                0 => return Err(Error::at(&self.log_path)(std::io::ErrorKind::UnexpectedEof.into())),
+                n if n < 0 => {
+                    let e = std::io::Error::last_os_error();
+                    if e.kind() != std::io::ErrorKind::Interrupted {
+                        return Err(Error::at(&self.log_path)(e));
+                    }
+                }
+                // SAFETY: pread wrote `n` bytes past `done`, within the capacity.
+                n => unsafe { buf.set_len(done + n as usize) },
+            }
+        }
         Ok(buf)
     }
 
@@ -402,9 +485,15 @@ impl Segment {
         expect: Expect,
         mut f: impl FnMut(BatchInfo, &RecordBatch<'_>) -> bool,
     ) -> Result<()> {
+        let len = end.saturating_sub(start) as usize;
+        let walk = |bytes: &[u8]| self.walk_in(bytes, start, end, prev_next, expect, &mut f);
+        if let Some(walked) = self.with_mapped(start, len, walk) {
+            return walked;
+        }
         let mut buf = vec![0u8; WALK_CHUNK];
         let (mut buf_pos, mut buf_len) = (start, 0usize);
         let mut pos = start;
+        let mut chunk = WALK_FIRST;
         while pos < end {
             let rel = (pos - buf_pos) as usize;
             if rel + HEADER_LEN > buf_len {
@@ -414,10 +503,11 @@ impl Segment {
                         format!("{} bytes at the end of the segment are not a whole batch", end - pos),
                     ));
                 }
-                let n = ((end - pos) as usize).min(WALK_CHUNK);
+                let n = ((end - pos) as usize).min(chunk);
                 self.read_exact_at(&mut buf[..n], pos)?;
                 buf_pos = pos;
                 buf_len = n;
+                chunk = WALK_CHUNK;
                 continue;
             }
             let b =
@@ -429,6 +519,40 @@ impl Segment {
             }
             prev_next = Some(info.last_offset + 1);
             pos += info.size;
+            if info.size >= WALK_CHUNK as u64 {
+                chunk = WALK_AFTER_LARGE;
+            }
+        }
+        Ok(())
+    }
+
+    /// `walk_headers` over `bytes`, the segment's `[start, end)` in memory.
+    fn walk_in(
+        &self,
+        bytes: &[u8],
+        start: u64,
+        end: u64,
+        mut prev_next: Option<i64>,
+        expect: Expect,
+        f: &mut impl FnMut(BatchInfo, &RecordBatch<'_>) -> bool,
+    ) -> Result<()> {
+        let mut rel = 0usize;
+        while rel < bytes.len() {
+            let pos = start + rel as u64;
+            if rel + HEADER_LEN > bytes.len() {
+                return Err(self.corrupt(
+                    pos,
+                    format!("{} bytes at the end of the segment are not a whole batch", end - pos),
+                ));
+            }
+            let b = RecordBatch::header_only(&bytes[rel..]).map_err(|e| self.corrupt(pos, e.to_string()))?;
+            let info = BatchInfo::from_batch(pos, &b);
+            self.check_batch(&info, b.last_offset_delta(), prev_next, end, expect)?;
+            if !f(info, &b) {
+                break;
+            }
+            prev_next = Some(info.last_offset + 1);
+            rel = rel.saturating_add(info.size as usize);
         }
         Ok(())
     }
@@ -733,8 +857,12 @@ impl Segment {
             (ix.max_timestamp_so_far, ix.offset_of_max_timestamp) = newest;
         }
         drop(ix);
+        let shortening = self.map.shorten();
         self.log.set_len(cut).map_err(Error::at(&self.log_path))?;
         self.size.store(cut, Ordering::Release);
+        drop(shortening);
+        // After the new size: a read that started before the cut records nothing.
+        self.verified.truncate(cut);
         Ok(end - cut)
     }
 

@@ -119,11 +119,14 @@ impl Segment {
         if !cut {
             out.truncated_bytes = 0;
         }
+        let shortening = self.map.shorten();
         if out.truncated_bytes > 0 && self.writable {
             self.log.set_len(pos).map_err(Error::at(&self.log_path))?;
             self.log.sync_all().map_err(Error::at(&self.log_path))?;
         }
         self.size.store(pos, Ordering::Release);
+        drop(shortening);
+        self.verified.truncate(pos);
         Ok(out)
     }
 }

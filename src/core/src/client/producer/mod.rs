@@ -12,7 +12,7 @@ mod delivery;
 mod sender;
 mod sink;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -69,12 +69,12 @@ impl Default for ProducerConfig {
     }
 }
 
-use accumulator::{Accumulator, OpenBatch, PartitionState, Shared};
+use accumulator::{Accumulator, FastMap, OpenBatch, PartitionState, Shared};
 pub use delivery::{BatchCells, Delivered, DeliveryCell, DeliveryResult};
 use sender::sender_loop;
 pub use sink::BatchSink;
 
-type TopicCache = HashMap<String, (Arc<str>, Arc<Topic>)>;
+type TopicCache = FastMap<String, (Arc<str>, Arc<Topic>)>;
 
 /// What `send` hands back for one record.
 #[derive(Clone)]
@@ -112,7 +112,7 @@ impl Producer {
         let seed = (now_ms() as u64) ^ u64::from(std::process::id()).rotate_left(32) | 1;
         let shared = Arc::new(Shared {
             acc: Mutex::new(Accumulator {
-                partitions: HashMap::new(),
+                partitions: FastMap::default(),
                 ready: VecDeque::new(),
                 in_flight: Vec::new(),
                 buffered: 0,
@@ -133,7 +133,7 @@ impl Producer {
         Ok(Arc::new(Producer {
             store,
             shared,
-            topics: RwLock::new(HashMap::new()),
+            topics: RwLock::new(FastMap::default()),
             sender: Mutex::new(Some(handle)),
             closed: AtomicBool::new(false),
         }))

@@ -1,0 +1,48 @@
+use std::io::Write;
+
+use super::*;
+
+fn file_with(bytes: &[u8]) -> (tempfile::TempDir, File) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log");
+    std::fs::File::create(&path).unwrap().write_all(bytes).unwrap();
+    let f = File::open(&path).unwrap();
+    (dir, f)
+}
+
+#[test]
+fn serves_only_committed_bytes() {
+    let (_d, f) = file_with(b"0123456789");
+    let map = LogMap::new(true);
+    assert_eq!(map.with(&f, || 10, 2, 3, <[u8]>::to_vec).ok(), Some(b"234".to_vec()));
+    // Past the committed size (even inside the file): handed back.
+    assert!(map.with(&f, || 4, 2, 3, <[u8]>::to_vec).is_err());
+    assert!(map.with(&f, || 10, u64::MAX, 3, <[u8]>::to_vec).is_err());
+}
+
+#[test]
+fn off_for_a_reader_process() {
+    let (_d, f) = file_with(b"0123456789");
+    assert!(LogMap::new(false).with(&f, || 10, 0, 1, <[u8]>::to_vec).is_err());
+}
+
+#[test]
+fn follows_a_growing_file_and_a_shortened_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log");
+    let mut w =
+        std::fs::OpenOptions::new().create(true).truncate(true).read(true).write(true).open(&path).unwrap();
+    w.write_all(&[1u8; 100]).unwrap();
+    let map = LogMap::new(true);
+    assert_eq!(map.with(&w, || 100, 99, 1, |b| b[0]).ok(), Some(1));
+    // Grown past the first map's length: remapped.
+    let grown = MAP_STEP as usize + 10;
+    w.set_len(grown as u64).unwrap();
+    assert_eq!(map.with(&w, || grown as u64, grown as u64 - 1, 1, |b| b[0]).ok(), Some(0));
+    // Cut short under `shorten`, then read within the new size only.
+    let cut = map.shorten();
+    w.set_len(50).unwrap();
+    drop(cut);
+    assert_eq!(map.with(&w, || 50, 0, 50, |b| b.iter().map(|&x| u32::from(x)).sum::<u32>()).ok(), Some(50));
+    assert!(map.with(&w, || 50, 40, 20, |b| b.len()).is_err());
+}
