@@ -94,7 +94,8 @@ def _records_per_batch(key: bytes, value: bytes) -> int:
 
 @dataclass
 class Target:
-    # "min_rate" (records/s), "max_us", "max_p99_us", "ratio_of" (rate >= value * rate of ref)
+    # "min_rate" (records/s), "max_us", "max_p99_us", "ratio_of" (rate >= value * rate
+    # of ref), "faster_than" (latency: ref's latency / this one's >= value)
     kind: str
     value: float
     ref: str | None = None
@@ -106,7 +107,21 @@ class Target:
             return f"<= {self.value:g} {US}"
         if self.kind == "max_p99_us":
             return f"p99 <= {self.value / 1000:g} ms"
+        if self.kind == "faster_than":
+            return f">= {self.value:g}x faster than {self.ref}"
+        if self.value >= 1:
+            return f">= {self.value:g}x {self.ref}"
         return f">= {self.value:.0%} of {self.ref}"
+
+
+#: A row's target: one condition, or several that must all hold.
+Targets = Target | tuple[Target, ...]
+
+
+def target_list(t: Targets | None) -> tuple[Target, ...]:
+    if t is None:
+        return ()
+    return t if isinstance(t, tuple) else (t,)
 
 
 @dataclass
@@ -123,10 +138,11 @@ class Result:
     stored_bytes: int | None = None  # bytes written/read by the case
     vs_kp: str | None = None  # ids of the baselines this row is compared with
     vs_sqlite: str | None = None
+    vs_naive: str | None = None
     # broker rows: the embedded seglog row doing the same work, and the loopback limit
     vs_embedded: str | None = None
     vs_loopback: str | None = None
-    target: Target | None = None
+    target: Targets | None = None
     runs_p99_us: list[float] = field(default_factory=list)  # p99 latency per run (broker latency)
     counters: dict[str, int] | None = None  # the broker's own counters over the case's runs
     # filled by finish()
@@ -134,6 +150,7 @@ class Result:
     mb_s: float | None = None
     ratio_kp: float | None = None
     ratio_sqlite: float | None = None
+    ratio_naive: float | None = None
     ratio_embedded: float | None = None  # records/s over the embedded row's
     ratio_loopback: float | None = None  # MB/s over the loopback row's
     met: bool | None = None
@@ -180,24 +197,41 @@ class Report:
 
         for r in rs.values():
             r.ratio_kp = ratio(r, r.vs_kp)
+            r.ratio_naive = ratio(r, r.vs_naive)
             r.ratio_sqlite = ratio(r, r.vs_sqlite)
             r.ratio_embedded = ratio(r, r.vs_embedded)
             lb = rs.get(r.vs_loopback) if r.vs_loopback else None
             if lb is not None and lb.mb_s and r.mb_s:
                 r.ratio_loopback = r.mb_s / lb.mb_s
-            t = r.target
-            if t is None or r.value is None:
+            if r.value is None or r.target is None:
                 continue
-            if t.kind == "min_rate":
-                r.met = r.value >= t.value
-            elif t.kind == "max_us":
-                r.met = r.value <= t.value
-            elif t.kind == "max_p99_us":
-                r.met = r.p99_us is not None and r.p99_us <= t.value
-            elif t.ref in rs and rs[t.ref].value:
-                share = r.value / rs[t.ref].value
-                r.met = share >= t.value
-                r.note = f"{share:.0%} of {t.ref}"
+            verdicts, notes = [], []
+            for t in target_list(r.target):
+                ok, note = self._met(r, t)
+                if ok is not None:
+                    verdicts.append(ok)
+                if note:
+                    notes.append(note)
+            r.met = all(verdicts) if verdicts else None
+            r.note = ", ".join(notes)
+
+    def _met(self, r: Result, t: Target) -> tuple[bool | None, str]:
+        """Whether ``r`` meets ``t``, and what it achieved against a reference row."""
+        assert r.value is not None
+        if t.kind == "min_rate":
+            return r.value >= t.value, ""
+        if t.kind == "max_us":
+            return r.value <= t.value, ""
+        if t.kind == "max_p99_us":
+            return r.p99_us is not None and r.p99_us <= t.value, ""
+        ref = self.results.get(t.ref or "")
+        if ref is None or not ref.value:
+            return None, f"no {t.ref}"
+        if t.kind == "faster_than":
+            share = ref.value / r.value
+            return share >= t.value, f"{share:.2f}x faster than {t.ref}"
+        share = r.value / ref.value
+        return share >= t.value, (f"{share:.2f}x {t.ref}" if t.value >= 1 else f"{share:.0%} of {t.ref}")
 
 
 class Bench:

@@ -7,9 +7,11 @@ import sys
 from typing import Any
 
 from baselines.kafka_python import kp_consume, kp_finish, kp_populate
+from baselines.naive import nv_finish, nv_populate, nv_read
 from baselines.sqlite import sq_consume, sq_finish, sq_populate
 from harness import TOPIC, Bench, Result, Target, seglog
 
+from .fresh import fresh
 from .stores import SegCtx, seg_finish, seg_populate
 
 #: The row the broker's consume rows are compared with (run by the broker group
@@ -26,6 +28,47 @@ def iterate(ctx: SegCtx) -> int:
         seen += 1
     c.close()
     return seen
+
+
+def poll_all(ctx: SegCtx) -> int:
+    """Every record through poll() (Kafka's loop), touching offset, key and value."""
+    c = _consumer(ctx.store)
+    seen = 0
+    while batches := c.poll(timeout_ms=0):
+        for records in batches.values():
+            for r in records:
+                r.offset, r.key, r.value  # noqa: B018
+            seen += len(records)
+    c.close()
+    return seen
+
+
+def first_pass(b: Bench) -> None:
+    """poll_arrow over the whole topic in a new process each run, from opening
+    the store to closing it (what each Spark task does), against a warm pass (C2)."""
+    n = b.data.n
+    r = Result(
+        "C2f",
+        "consume",
+        "seglog",
+        "seglog: poll_arrow, first pass in a fresh process (open to close; pyarrow imported before)",
+        "records/s",
+        n,
+        vs_naive="N2",
+        vs_sqlite="Q6",
+        target=(Target("min_rate", 15_000_000), Target("ratio_of", 0.8, "C2")),
+    )
+    ctx = seg_populate(b)
+    try:
+        fresh("arrow", ctx.path / "store", TOPIC)  # warms the interpreter's own files
+        for _ in range(b.repeats):
+            got = fresh("arrow", ctx.path / "store", TOPIC)
+            if got["records"] != n:
+                raise AssertionError(f"C2f: read {got['records']} records, expected {n}")
+            r.runs_ns.append(got["ns"])
+    finally:
+        r.stored_bytes = seg_finish(ctx)
+    b.report.add(r)
 
 
 def consume_group(b: Bench) -> None:
@@ -56,10 +99,28 @@ def consume_group(b: Bench) -> None:
             n,
             vs_kp="K5",
             vs_sqlite="Q6",
-            target=Target("min_rate", 2_000_000),
+            vs_naive="N2",
+            target=(Target("ratio_of", 2, "N2"), Target("ratio_of", 2, "Q6")),
         ),
         lambda: seg_populate(b),
         iterate,
+        close_store,
+    )
+    b.timed_reads(
+        Result(
+            "C3",
+            "consume",
+            "seglog",
+            "seglog: Consumer.poll(max_records=500) until empty",
+            "records/s",
+            n,
+            vs_kp="K5",
+            vs_sqlite="Q6",
+            vs_naive="N2",
+            target=(Target("ratio_of", 2, "N2"), Target("ratio_of", 2, "Q6")),
+        ),
+        lambda: seg_populate(b),
+        poll_all,
         close_store,
     )
     b.timed_reads(
@@ -72,11 +133,21 @@ def consume_group(b: Bench) -> None:
             n,
             vs_kp="K5",
             vs_sqlite="Q6",
+            vs_naive="N2",
             target=Target("min_rate", 15_000_000),
         ),
         lambda: seg_populate(b),
         arrow,
         close_store,
+    )
+    first_pass(b)
+    b.timed_reads(
+        Result(
+            "N2", "consume", "naive", "naive Python: unpack 1 MiB os.read chunks to tuples", "records/s", n
+        ),
+        lambda: nv_populate(b),
+        nv_read,
+        nv_finish,
     )
     b.timed_reads(
         Result(

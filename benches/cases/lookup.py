@@ -7,9 +7,11 @@ import sys
 from typing import Any
 
 from baselines.kafka_python import kp_finish, kp_lookup, kp_populate
+from baselines.naive import nv_finish, nv_lookup, nv_open_index, nv_populate
 from baselines.sqlite import sq_finish, sq_lookup, sq_populate
 from harness import LOOKUPS, TOPIC, Bench, Result, Target, seglog
 
+from .fresh import fresh
 from .stores import SegCtx, seg_finish, seg_populate
 
 
@@ -30,12 +32,14 @@ def lookup_group(b: Bench) -> None:
             LOOKUPS,
             vs_kp="K6",
             vs_sqlite="Q7",
-            target=Target("max_us", 5),
+            vs_naive="N3",
+            target=(Target("max_us", 3), Target("faster_than", 2, "Q7")),
         ),
         lambda: seg_populate(b),
         store_read,
         seg_finish,
     )
+    cold_lookups(b)
 
     def setup(**config: Any) -> SegCtx:
         ctx = seg_populate(b)
@@ -63,6 +67,7 @@ def lookup_group(b: Bench) -> None:
             LOOKUPS,
             vs_kp="K6",
             vs_sqlite="Q7",
+            vs_naive="N3",
             target=Target("max_us", 5),
         ),
         setup,
@@ -81,11 +86,20 @@ def lookup_group(b: Bench) -> None:
             LOOKUPS,
             vs_kp="K6",
             vs_sqlite="Q7",
+            vs_naive="N3",
             target=Target("max_us", 5),
         ),
         lambda: setup(max_partition_fetch_bytes=1),
         seek_poll,
         finish,
+    )
+    b.timed_lookups(
+        Result(
+            "N3", "lookup", "naive", "naive Python: sparse in-memory index + os.pread 8 KiB", "us", LOOKUPS
+        ),
+        lambda: nv_open_index(nv_populate(b)),
+        nv_lookup,
+        nv_finish,
     )
     b.timed_lookups(
         Result(
@@ -106,6 +120,39 @@ def lookup_group(b: Bench) -> None:
         sq_lookup,
         sq_finish,
     )
+
+
+def cold_lookups(b: Bench) -> None:
+    """Open to first lookup in a fresh process, seglog and sqlite, one per run."""
+    d = b.data
+    seg = Result(
+        "L1c",
+        "lookup",
+        "seglog",
+        "seglog cold: new process, seglog.open() + first Store.read(max_records=1)",
+        "us",
+        1,
+        vs_sqlite="Q7c",
+        target=Target("faster_than", 2, "Q7c"),
+    )
+    sq = Result("Q7c", "lookup", "sqlite", "sqlite cold: new process, connect() + first SELECT", "us", 1)
+    ctx = seg_populate(b)
+    sctx = sq_populate(b)
+    try:
+        for i in range(b.repeats + 1):  # the first of each warms the interpreter's files
+            o = d.lookups[i]
+            got = fresh("lookup", ctx.path / "store", TOPIC, o)
+            got_sq = fresh("sqlite-lookup", sctx.db, o)
+            for r, g in ((seg, got), (sq, got_sq)):
+                if g["key"] != o:
+                    raise AssertionError(f"{r.id}: lookup of offset {o} returned key {g['key']}")
+                if i:
+                    r.runs_us.append(g["ns"] / 1e3)
+    finally:
+        seg_finish(ctx)
+        sq_finish(sctx)
+    b.report.add(sq)
+    b.report.add(seg)
 
 
 def _assigned_consumer(store: Any, **config: Any) -> tuple[Any, Any]:

@@ -1,8 +1,10 @@
 """The machine's own limits for the same bytes: sequential write (with and
-without fdatasync), sequential read, and the latency of one fdatasync."""
+without fdatasync), sequential read, the latency of one fdatasync, and the first
+touch of fresh memory (what any first pass that makes new buffers pays)."""
 
 from __future__ import annotations
 
+import mmap
 import os
 import random
 import statistics
@@ -98,3 +100,38 @@ def machine_group(b: Bench, nbytes: int) -> None:
     finally:
         finish(ctx, 0)
     b.report.add(r)
+
+    # First touch of fresh memory: a poll_arrow pass in a new process writes its
+    # columns (about as many bytes as the log) into pages the kernel must first
+    # hand over zeroed; a warm pass reuses memory its allocator kept. Huge pages
+    # asked for, as the columns do.
+    def fresh_setup(_n: int = 0) -> mmap.mmap:
+        m = mmap.mmap(-1, nbytes)
+        if hasattr(mmap, "MADV_HUGEPAGE"):
+            m.madvise(mmap.MADV_HUGEPAGE)
+        return m
+
+    def fresh_touch(m: mmap.mmap, _n: int) -> None:
+        left = nbytes
+        while left > 0:
+            left -= m.write(block if left >= MIB else block[:left])
+
+    def fresh_finish(m: mmap.mmap, _n: int) -> int:
+        size = len(m)
+        m.close()
+        return size
+
+    b.timed(
+        Result(
+            "M5",
+            "machine",
+            "machine",
+            "first write to fresh memory (anonymous map), 1 MiB blocks",
+            "records/s",
+            n,
+        ),
+        fresh_setup,
+        fresh_touch,
+        fresh_finish,
+        warmup_n=n,
+    )

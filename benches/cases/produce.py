@@ -8,8 +8,21 @@ from collections.abc import Callable
 from typing import Any
 
 from baselines.kafka_python import kp_body, kp_finish, kp_setup
+from baselines.naive import nv_finish, nv_setup, nv_write
 from baselines.sqlite import sq_body, sq_finish, sq_setup
-from harness import BATCH_BYTES, CHUNK, THREADS, TOPIC, Bench, Data, Result, Target, run_threads, seglog
+from harness import (
+    BATCH_BYTES,
+    CHUNK,
+    THREADS,
+    TOPIC,
+    Bench,
+    Data,
+    Result,
+    Target,
+    Targets,
+    run_threads,
+    seglog,
+)
 
 from .stores import SegCtx, seg_finish, seg_setup
 
@@ -83,11 +96,32 @@ def produce_group(b: Bench) -> None:
     def seg(result: Result, case: SegCase) -> None:
         seg_timed(b, result, case)
 
-    def res(id: str, impl: str, case: str, vs_kp: str, vs_sq: str, target: Target | None = None) -> Result:
-        return Result(id, "produce", impl, case, "records/s", n, vs_kp=vs_kp, vs_sqlite=vs_sq, target=target)
+    def res(
+        id: str,
+        impl: str,
+        case: str,
+        vs_kp: str,
+        vs_sq: str,
+        target: Targets | None = None,
+        vs_nv: str = "N1",
+    ) -> Result:
+        return Result(
+            id,
+            "produce",
+            impl,
+            case,
+            "records/s",
+            n,
+            vs_kp=vs_kp,
+            vs_sqlite=vs_sq,
+            vs_naive=vs_nv,
+            target=target,
+        )
 
-    send_t = Target("min_rate", 2_000_000)
-    batch_t = Target("min_rate", 10_000_000)
+    # Per-record send: 1.5x the naive pure-Python writer; send_batch: 60 % of the
+    # machine's sequential write of the same bytes (M1).
+    send_t = Target("ratio_of", 1.5, "N1")
+    batch_t = Target("ratio_of", 0.6, "M1")
     all_t = Target("ratio_of", 0.30, "S4")  # acks=all vs acks=1, both from THREADS threads
     impl = "seglog"
     seg(
@@ -134,6 +168,13 @@ def produce_group(b: Bench) -> None:
 
     def base(id: str, impl: str, case: str) -> Result:
         return Result(id, "produce", impl, case, "records/s", n)
+
+    b.timed(
+        base("N1", "naive", "naive Python: struct.pack + one write per record, fsync at the end"),
+        lambda _m: nv_setup(b),
+        lambda ctx, m: nv_write(ctx, d, m),
+        nv_finish,
+    )
 
     kp = "kafka-python batch builder, 16 KiB batches, os.write"
     for id, case, sync, threads in [
