@@ -341,6 +341,25 @@ def test_send_batch_takes_pyarrow_arrays(store: seglog.Store) -> None:
     ]
 
 
+@pytest.mark.parametrize("bad", ["too large", "not bytes", "arrow too large"])
+def test_a_send_batch_refused_late_writes_nothing(store: seglog.Store, bad: str) -> None:
+    # Full batches go to the sender while the rest of a call is encoded; a record
+    # refused after many of them (here, past ~70 full 64 KiB batches) must still
+    # leave the call without a trace.
+    store.create_topic("t", config={"max.message.bytes": 100_000})
+    values: list[Any] = [b"%05d" % i + b"v" * 1000 for i in range(5000)]
+    values.append(b"x" * 200_000 if bad != "not bytes" else 12345)
+    expected: type[BaseException] = TypeError if bad == "not bytes" else seglog.RecordTooLargeError
+    arg: Any = pa.array(values, type=pa.binary()) if bad.startswith("arrow") else values
+    with seglog.Producer(store, linger_ms=600_000) as producer:
+        with pytest.raises(expected):
+            producer.send_batch("t", arg, keys=[b"k"] * len(values))
+        producer.flush()
+        assert store.offsets("t", 0) == (0, 0), "the refused call wrote nothing"
+        assert producer.send_batch("t", values[:5000]) == [(0, 0, 4999)]
+    assert [r.value[:5] for r in store.read("t", 0, 4990)] == [b"%05d" % i for i in range(4990, 5000)]
+
+
 def test_sends_before_a_send_batch_keep_their_order(store: seglog.Store) -> None:
     store.create_topic("t", partitions=2)
     with seglog.Producer(store, linger_ms=600_000) as producer:

@@ -356,17 +356,11 @@ impl Producer {
         }
         let ts = timestamp.unwrap_or_else(now_ms);
         let mut sink = core.batch_sink(topic).map_err(to_py)?;
-        for i in 0..values.len() {
-            values.with(i, |value| {
-                let mut add = |key: Option<&[u8]>| -> PyResult<()> {
-                    sink.add(partition, &NewRecord { timestamp: ts, key, value, headers: &[] }).map_err(to_py)
-                };
-                match &keys {
-                    Some(k) => k.with(i, add),
-                    None => add(None),
-                }
-            })?;
-        }
+        // Every record is checked before the first is added: the sink hands full
+        // batches to the sender while the rest are encoded, and a call refused
+        // for one of its records must write none of them.
+        each_record(&values, keys.as_ref(), ts, |rec| sink.check(partition, rec).map_err(to_py))?;
+        each_record(&values, keys.as_ref(), ts, |rec| sink.add(partition, rec).map_err(to_py))?;
         let groups = sink.finish().map_err(to_py)?;
         py.detach(|| {
             let mut out = Vec::new();
@@ -414,12 +408,69 @@ impl Producer {
     }
 }
 
-/// The items of `values`/`keys` for `send_batch`, read in place one at a time:
-/// from a list (or other sequence) of bytes, or from a pyarrow binary array's
-/// buffers, so that no per-record object or vector is made.
+/// `f` on each record of a `send_batch` call, in order.
+fn each_record(
+    values: &ByteItems<'_>,
+    keys: Option<&ByteItems<'_>>,
+    timestamp: i64,
+    mut f: impl FnMut(&NewRecord<'_>) -> PyResult<()>,
+) -> PyResult<()> {
+    for i in 0..values.len() {
+        let key = match keys {
+            Some(k) => k.get(i)?,
+            None => None,
+        };
+        f(&NewRecord { timestamp, key, value: values.get(i)?, headers: &[] })?;
+    }
+    Ok(())
+}
+
+/// The items of `values`/`keys` for `send_batch`, taken once and then read
+/// in place: a sequence's bytes objects (other bytes-like items copied into
+/// new ones), or a pyarrow binary array's buffers, so that no record's bytes
+/// are copied before they go into a batch.
 enum ByteItems<'py> {
-    List(Bound<'py, PyList>, &'static str),
+    List(HeldBytes<'py>),
     Arrow(ArrowBinary),
+}
+
+/// Each item's bytes (None for None), kept alive and unchanged by the
+/// references held to their objects: `bytes` is immutable.
+struct HeldBytes<'py> {
+    spans: Vec<Option<(*const u8, usize)>>,
+    _held: Vec<Bound<'py, PyBytes>>,
+}
+
+impl<'py> HeldBytes<'py> {
+    fn new(items: impl ExactSizeIterator<Item = PyResult<Bound<'py, PyAny>>>, what: &str) -> PyResult<Self> {
+        let mut spans = Vec::with_capacity(items.len());
+        let mut held = Vec::with_capacity(items.len());
+        for item in items {
+            let item = item?;
+            if item.is_none() {
+                spans.push(None);
+                continue;
+            }
+            let bytes = match item.cast_into::<PyBytes>() {
+                Ok(b) => b,
+                Err(e) => {
+                    let item = e.into_inner();
+                    let backed = bytes_arg(Some(&item), &format!("each of {what}"))?;
+                    PyBytes::new(item.py(), backed.as_deref().unwrap_or_default())
+                }
+            };
+            let b = bytes.as_bytes();
+            spans.push(Some((b.as_ptr(), b.len())));
+            held.push(bytes);
+        }
+        Ok(HeldBytes { spans, _held: held })
+    }
+
+    fn get(&self, i: usize) -> Option<&[u8]> {
+        // SAFETY: the pointer and length are those of a bytes object in `_held`,
+        // alive as long as `self` and never changed (bytes are immutable).
+        self.spans[i].map(|(p, n)| unsafe { std::slice::from_raw_parts(p, n) })
+    }
 }
 
 /// A pyarrow `binary`/`string` (or `large_*`) array, by its buffers.
@@ -526,40 +577,30 @@ impl<'py> ByteItems<'py> {
         if let Some(a) = ArrowBinary::from_array(seq)? {
             return Ok(ByteItems::Arrow(a));
         }
-        let list = match seq.cast::<PyList>() {
-            Ok(l) => l.clone(),
+        let held = match seq.cast::<PyList>() {
+            Ok(l) => HeldBytes::new((0..l.len()).map(|i| l.get_item(i)), what)?,
             Err(_) => {
-                let iter = seq
+                let items = seq
                     .try_iter()
-                    .map_err(|_| PyTypeError::new_err(format!("{what} must be a sequence of bytes")))?;
-                PyList::new(seq.py(), iter.collect::<PyResult<Vec<_>>>()?)?
+                    .map_err(|_| PyTypeError::new_err(format!("{what} must be a sequence of bytes")))?
+                    .collect::<Vec<_>>();
+                HeldBytes::new(items.into_iter(), what)?
             }
         };
-        Ok(ByteItems::List(list, what))
+        Ok(ByteItems::List(held))
     }
 
     fn len(&self) -> usize {
         match self {
-            ByteItems::List(l, _) => l.len(),
+            ByteItems::List(l) => l.spans.len(),
             ByteItems::Arrow(a) => a.len,
         }
     }
 
-    /// Calls `f` with item `i`, borrowed for the duration of the call.
-    fn with<R>(&self, i: usize, f: impl FnOnce(Option<&[u8]>) -> PyResult<R>) -> PyResult<R> {
+    fn get(&self, i: usize) -> PyResult<Option<&[u8]>> {
         match self {
-            ByteItems::Arrow(a) => f(a.get(i)?),
-            ByteItems::List(l, what) => {
-                let item = l.get_item(i)?;
-                if item.is_none() {
-                    return f(None);
-                }
-                if let Ok(b) = item.cast::<PyBytes>() {
-                    return f(Some(b.as_bytes()));
-                }
-                let backed = bytes_arg(Some(&item), &format!("each of {what}"))?;
-                f(backed.as_deref())
-            }
+            ByteItems::List(l) => Ok(l.get(i)),
+            ByteItems::Arrow(a) => a.get(i),
         }
     }
 }

@@ -40,6 +40,9 @@ pub fn murmur2(data: &[u8]) -> i32 {
 
 /// The partition Kafka's producer picks for `key` among `partitions`.
 pub fn partition_for_key(key: &[u8], partitions: i32) -> i32 {
+    if partitions <= 1 {
+        return 0;
+    }
     ((murmur2(key) & 0x7fff_ffff) as u32 % partitions.max(1) as u32) as i32
 }
 

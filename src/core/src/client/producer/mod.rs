@@ -288,8 +288,9 @@ impl Producer {
     }
 
     /// Starts a bulk append to `topic`: records go straight into whole batches
-    /// (no per-record future), which `BatchSink::finish` queues behind whatever
-    /// `send` left open, so the order per partition is kept.
+    /// (no per-record future), each queued when full (and the rest by
+    /// `BatchSink::finish`) behind whatever `send` left open, so the order per
+    /// partition is kept.
     pub fn batch_sink(&self, topic: &str) -> Result<BatchSink<'_>> {
         self.check_open()?;
         let (name, t) = self.topic(topic)?;
@@ -303,7 +304,7 @@ impl Producer {
             topic: t,
             limit,
             open: (0..n).map(|_| None).collect(),
-            done: Vec::new(),
+            cells: Vec::new(),
             checked_timestamp: None,
         })
     }

@@ -12,14 +12,18 @@ use crate::error::{Error, Result};
 use crate::record::{BatchBuilder, NewRecord};
 use crate::store::Topic;
 
-/// See `Producer::batch_sink`.
+/// See `Producer::batch_sink`. A batch is queued for the sender as soon as it
+/// is full, so that encoding the rest of a call overlaps with writing what is
+/// done; a caller that must write nothing when one record is refused checks
+/// every record with `check` before adding the first.
 pub struct BatchSink<'p> {
     pub(super) producer: &'p Producer,
     pub(super) name: Arc<str>,
     pub(super) topic: Arc<Topic>,
     pub(super) limit: usize,
     pub(super) open: Vec<Option<BatchBuilder>>,
-    pub(super) done: Vec<(i32, BatchBuilder)>,
+    /// The queued batches' delivery cells with their record counts, per partition.
+    pub(super) cells: BatchCells,
     pub(super) sticky: StickyPartitioner,
     /// The last timestamp found good (a bulk send gives many records one).
     pub(super) checked_timestamp: Option<i64>,
@@ -30,18 +34,20 @@ impl BatchSink<'_> {
         self.open.len() as i32
     }
 
-    /// Adds a record to `partition`, or, without one, to the partition Kafka's
-    /// default partitioner picks (by key, else sticky).
-    pub fn add(&mut self, partition: Option<i32>, rec: &NewRecord<'_>) -> Result<()> {
-        let partition = match (partition, rec.key) {
-            (Some(p), _) => p,
-            (None, Some(k)) => partition_for_key(k, self.partitions()),
-            (None, None) => self.sticky.partition(&self.name, self.partitions()),
-        };
-        let n = self.open.len() as i32;
-        let Some(slot) = usize::try_from(partition).ok().and_then(|p| self.open.get_mut(p)) else {
-            return Err(Error::UnknownPartition { topic: self.name.to_string(), partition, count: n });
-        };
+    /// Whether `add` would take the record: its partition (when given), key,
+    /// timestamp and size. Nothing is added.
+    pub fn check(&mut self, partition: Option<i32>, rec: &NewRecord<'_>) -> Result<()> {
+        // Which partition a key or the sticky choice picks does not matter here:
+        // every partition of the topic has the topic's settings.
+        self.checked_size(partition.unwrap_or(0), rec).map(|_| ())
+    }
+
+    /// The record's size in a batch, once it passed every check of `add`.
+    fn checked_size(&mut self, partition: i32, rec: &NewRecord<'_>) -> Result<usize> {
+        if usize::try_from(partition).ok().is_none_or(|p| p >= self.open.len()) {
+            let count = self.partitions();
+            return Err(Error::UnknownPartition { topic: self.name.to_string(), partition, count });
+        }
         if rec.key.is_none() {
             self.topic.partition(partition)?.check_key(None)?;
         }
@@ -58,34 +64,44 @@ impl BatchSink<'_> {
         if size + crate::record::batch::HEADER_LEN > max {
             return Err(Error::RecordTooLarge { size: size + crate::record::batch::HEADER_LEN, max });
         }
+        Ok(size)
+    }
+
+    /// Adds a record to `partition`, or, without one, to the partition Kafka's
+    /// default partitioner picks (by key, else sticky). A batch this fills is
+    /// queued at once.
+    pub fn add(&mut self, partition: Option<i32>, rec: &NewRecord<'_>) -> Result<()> {
+        let partition = match (partition, rec.key) {
+            (Some(p), _) => p,
+            (None, Some(k)) => partition_for_key(k, self.partitions()),
+            (None, None) => self.sticky.partition(&self.name, self.partitions()),
+        };
+        let size = self.checked_size(partition, rec)?;
         let compression = self.producer.shared.config.compression;
         let limit = self.limit;
+        let slot = &mut self.open[partition as usize];
         if slot.as_ref().is_some_and(|b| !b.is_empty() && b.size_in_bytes() + size > limit) {
             if let Some(full) = slot.take() {
-                self.done.push((partition, full));
                 self.sticky.batch_done(&self.name, partition);
+                self.queue([(partition, full)])?;
             }
         }
-        slot.get_or_insert_with(|| BatchBuilder::with_capacity(compression, limit)).append(rec);
+        self.open[partition as usize]
+            .get_or_insert_with(|| BatchBuilder::with_capacity(compression, limit))
+            .append(rec);
         Ok(())
     }
 
-    /// Queues every batch and returns, per partition, its batches' delivery
-    /// cells with their record counts.
-    pub fn finish(mut self) -> Result<BatchCells> {
-        for (p, b) in self.open.iter_mut().enumerate() {
-            if let Some(b) = b.take().filter(|b| !b.is_empty()) {
-                self.done.push((p as i32, b));
-            }
-        }
+    /// Queues the batches behind what `send` left open in their partitions and
+    /// wakes the sender.
+    fn queue(&mut self, batches: impl IntoIterator<Item = (i32, BatchBuilder)>) -> Result<()> {
         let shared = &self.producer.shared;
-        let mut result: BatchCells = Vec::new();
         {
             let mut acc = shared.acc.lock();
             if acc.closing {
                 return Err(Error::ClientClosed("producer"));
             }
-            for (p, builder) in self.done {
+            for (p, builder) in batches {
                 let pkey = (self.name.clone(), p);
                 if !acc.partitions.contains_key(&pkey) {
                     let log = self.topic.partition(p)?.clone();
@@ -98,14 +114,26 @@ impl BatchSink<'_> {
                 let bytes = builder.size_in_bytes();
                 acc.buffered += bytes;
                 acc.ready.push_back(ReadyBatch { log, builder, cell: cell.clone(), bytes });
-                match result.iter_mut().find(|(q, _)| *q == p) {
+                match self.cells.iter_mut().find(|(q, _)| *q == p) {
                     Some((_, v)) => v.push((cell, count)),
-                    None => result.push((p, vec![(cell, count)])),
+                    None => self.cells.push((p, vec![(cell, count)])),
                 }
             }
             acc.sender_idle = false;
         }
         shared.work.notify_one();
-        Ok(result)
+        Ok(())
+    }
+
+    /// Queues the batches still open and returns, per partition, the delivery
+    /// cells of every batch queued, with their record counts.
+    pub fn finish(mut self) -> Result<BatchCells> {
+        let rest: Vec<(i32, BatchBuilder)> = (self.open.iter_mut().enumerate())
+            .filter_map(|(p, b)| b.take().filter(|b| !b.is_empty()).map(|b| (p as i32, b)))
+            .collect();
+        if !rest.is_empty() {
+            self.queue(rest)?;
+        }
+        Ok(self.cells)
     }
 }
