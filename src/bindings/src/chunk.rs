@@ -33,10 +33,6 @@ impl RecordChunk {
         self.next.store(i + 1, Ordering::Relaxed);
         Some(r.clone_ref(py))
     }
-
-    pub(crate) fn last_offset(&self) -> Option<i64> {
-        self.records.last().map(|r| r.get().offset)
-    }
 }
 
 #[pymethods]

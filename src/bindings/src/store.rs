@@ -15,7 +15,7 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 use super::buffer::ByteBuffer;
 use super::chunk::RecordChunk;
-use super::records::{extract_record, record_vec, to_records, with_new_records, InRecord};
+use super::records::{extract_record, record_vec, with_new_records, ConsumerRecord, InRecord};
 use seglog_core::client::columns::{BinaryColumn, Columns};
 use seglog_core::client::fetch::{read_batches, read_columns};
 use seglog_core::client::partitioner::partition_for_key;
@@ -61,6 +61,32 @@ impl Store {
     pub(crate) fn core(&self) -> PyResult<&Arc<CoreStore>> {
         self.owner.check("Store", "; call seglog.open() again in the child")?;
         Ok(&self.inner)
+    }
+
+    /// The records `read_next` and `read_chunk` return, and the offset to read
+    /// next: right after the last record when `max_records` cut the read short,
+    /// else after the last batch read (which may hold no records: a compacted
+    /// log can end a segment with an empty batch).
+    fn records_and_next(
+        &self,
+        py: Python<'_>,
+        topic: &Bound<'_, PyString>,
+        partition: i32,
+        offset: i64,
+        max_bytes: u64,
+        max_records: Option<usize>,
+    ) -> PyResult<(Vec<Py<ConsumerRecord>>, i64)> {
+        let name = topic.to_str()?;
+        let core = self.core()?;
+        let limit = max_records.unwrap_or(usize::MAX);
+        let batches =
+            py.detach(|| read_batches(&*core.partition(name, partition)?, offset, max_bytes, limit.max(1)))?;
+        let records = record_vec(py, topic, partition, &batches, offset, limit)?;
+        let next = match records.last() {
+            Some(last) if records.len() >= limit && limit > 0 => last.get().offset + 1,
+            _ => batches.last().map_or(offset, |b| b.next_offset().max(offset)),
+        };
+        Ok((records, next))
     }
 }
 
@@ -264,20 +290,8 @@ impl Store {
         max_bytes: u64,
         max_records: Option<usize>,
     ) -> PyResult<(Bound<'py, PyList>, i64)> {
-        let name = topic.to_str()?;
-        let core = self.core()?;
-        let limit = max_records.unwrap_or(usize::MAX);
-        let batches =
-            py.detach(|| read_batches(&*core.partition(name, partition)?, offset, max_bytes, limit.max(1)))?;
-        let records = to_records(py, topic, partition, &batches, offset, limit)?;
-        let next = if records.len() >= limit && limit > 0 {
-            // Cut short: go on right after the last record returned.
-            let last = records.get_item(records.len() - 1)?;
-            last.getattr("offset")?.extract::<i64>()? + 1
-        } else {
-            batches.last().map_or(offset, |b| b.next_offset().max(offset))
-        };
-        Ok((records, next))
+        let (records, next) = self.records_and_next(py, topic, partition, offset, max_bytes, max_records)?;
+        Ok((PyList::new(py, records)?, next))
     }
 
     /// As `read_next`, the records as a RecordChunk (what a Consumer iterates).
@@ -291,18 +305,8 @@ impl Store {
         max_bytes: u64,
         max_records: Option<usize>,
     ) -> PyResult<(RecordChunk, i64)> {
-        let name = topic.to_str()?;
-        let core = self.core()?;
-        let limit = max_records.unwrap_or(usize::MAX);
-        let batches =
-            py.detach(|| read_batches(&*core.partition(name, partition)?, offset, max_bytes, limit.max(1)))?;
-        let records = RecordChunk::from_vec(record_vec(py, topic, partition, &batches, offset, limit)?);
-        let next = match records.last_offset() {
-            // Cut short: go on right after the last record returned.
-            Some(last) if records.__len__() >= limit && limit > 0 => last + 1,
-            _ => batches.last().map_or(offset, |b| b.next_offset().max(offset)),
-        };
-        Ok((records, next))
+        let (records, next) = self.records_and_next(py, topic, partition, offset, max_bytes, max_records)?;
+        Ok((RecordChunk::from_vec(records), next))
     }
 
     /// The raw batches `read` would decode, as bytes.

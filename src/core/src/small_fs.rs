@@ -1,6 +1,8 @@
 //! For tests: a real, small filesystem (a tmpfs mounted on a temporary
 //! directory, unmounted on drop) that fills up, so full-disk paths are tested
 //! against the kernel rather than a mock. Mounting needs root (CAP_SYS_ADMIN).
+//! Compiled only for tests: a failed setup step panics with what failed, as
+//! a test's own setup should; no library path reaches these `expect`s.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
