@@ -872,13 +872,26 @@ def test_wrong_argument_types_raise_type_error(shared_store: seglog.Store, call:
     [
         lambda c: c.seek(TP0, "5"),
         lambda c: c.seek(TP0, 5.0),
+        # equal to an assigned partition as a dict key, but not a (topic, partition) pair
+        lambda c: c.seek(("t", 0.0), 5),
+        lambda c: c.seek(["t", 0], 5),
         lambda c: c.poll(max_records="5"),
         lambda c: c.poll_arrow(max_records="5"),
         lambda c: c.offsets_for_times({TP0: "5"}),
         lambda c: c.commit({TP0: "5"}),
         lambda c: c.commit(5),
     ],
-    ids=["seek-str", "seek-float", "poll", "poll_arrow", "offsets_for_times", "commit-offset", "commit-int"],
+    ids=[
+        "seek-str",
+        "seek-float",
+        "seek-float-partition",
+        "seek-list",
+        "poll",
+        "poll_arrow",
+        "offsets_for_times",
+        "commit-offset",
+        "commit-int",
+    ],
 )
 def test_wrong_integer_argument_types_raise_type_error(shared_store: seglog.Store, call: Any) -> None:
     store = shared_store

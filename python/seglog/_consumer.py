@@ -235,6 +235,9 @@ class Consumer:
         self._subscription: set[str] | None = None
         self._pattern: re.Pattern[str] | None = None
         self._assignment: list[TopicPartition] = []
+        # The same, each partition keyed by itself: a (topic, partition) pair
+        # finds it without a TopicPartition being made.
+        self._assigned: dict[TopicPartition, TopicPartition] = {}
         self._manual = False
         self._positions: dict[TopicPartition, int] = {}
         # Records fetched, per partition, with a cursor past those returned.
@@ -334,10 +337,10 @@ class Consumer:
         return set(self._assignment)
 
     def _set_assignment(self, tps: list[TopicPartition]) -> None:
-        keep = set(tps)
-        self._assignment = list(dict.fromkeys(tps))
+        self._assigned = {tp: tp for tp in tps}
+        self._assignment = list(self._assigned)
         for tp in list(self._positions):
-            if tp not in keep:
+            if tp not in self._assigned:
                 del self._positions[tp]
                 self._drop_pending(tp)
 
@@ -426,12 +429,25 @@ class Consumer:
             self._positions[tp] = pos
         return pos
 
+    def _assigned_tp(self, partition: Any) -> TopicPartition:
+        """The assigned partition that ``partition`` (a TopicPartition or a
+        ``(topic, partition)`` pair) names; IllegalStateError if not assigned."""
+        kind = type(partition)
+        if kind is TopicPartition or (
+            kind is tuple and len(partition) == 2 and type(partition[0]) is str and type(partition[1]) is int
+        ):
+            tp = self._assigned.get(partition)
+            if tp is not None:
+                return tp
+        tp = _tp(partition)
+        if tp not in self._assigned:
+            raise IllegalStateError(f"{tp.topic}-{tp.partition} is not assigned to this consumer")
+        return tp
+
     def position(self, partition: TopicPartition | tuple[str, int]) -> int:
         """The offset of the next record this consumer will return."""
         self._check()
-        tp = _tp(partition)
-        if tp not in self._assignment:
-            raise IllegalStateError(f"{tp.topic}-{tp.partition} is not assigned to this consumer")
+        tp = self._assigned_tp(partition)
         pending = self._pending.get(tp)
         if pending is not None:
             pos = pending.position()
@@ -441,10 +457,9 @@ class Consumer:
 
     def seek(self, partition: TopicPartition | tuple[str, int], offset: int) -> None:
         self._check()
-        tp = _tp(partition)
-        self._refresh_assignment(join=False)
-        if tp not in self._assignment:  # what assignment() returns, without copying it
-            raise IllegalStateError(f"{tp.topic}-{tp.partition} is not assigned to this consumer")
+        if self._subscription is not None:
+            self._refresh_assignment(join=False)
+        tp = self._assigned_tp(partition)
         _offset(offset)
         self._drop_pending(tp)
         self._positions[tp] = offset
@@ -543,7 +558,8 @@ class Consumer:
         return records
 
     def _fetch_any(self, limit: int) -> dict[TopicPartition, list[ConsumerRecord]]:
-        self._refresh_assignment()
+        if self._subscription is not None:
+            self._refresh_assignment()
         out: dict[TopicPartition, list[ConsumerRecord]] = {}
         n = len(self._assignment)
         for k in range(n):
@@ -578,13 +594,16 @@ class Consumer:
         if _offset(limit, "max_records") == 0:
             raise ValueError("max_records must be positive")
         self._maybe_auto_commit()
-        deadline = time.monotonic() + max(timeout_ms, 0) / 1000
-        while True:
-            out = self._fetch_any(limit)
-            left = deadline - time.monotonic()
-            if out or left <= 0:
-                return out
+        out = self._fetch_any(limit)
+        if out or timeout_ms <= 0:
+            return out
+        deadline = time.monotonic() + timeout_ms / 1000
+        while (left := deadline - time.monotonic()) > 0:
             self._wait(left)
+            out = self._fetch_any(limit)
+            if out:
+                break
+        return out
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         # Records are handed out by a native iterator from the fetched chunk;

@@ -26,6 +26,9 @@ pub struct DecodedBatch {
     pub records: i32,
     pub last_offset_delta: i32,
     pub control: bool,
+    /// `records` and `payload` are only the records at or after the read's
+    /// offset (what a read from a segment's map copies out), not the batch's all.
+    pub trimmed: bool,
 }
 
 impl DecodedBatch {
@@ -38,12 +41,12 @@ impl DecodedBatch {
         i64::from(self.records) == i64::from(self.last_offset_delta) + 1
     }
 
-    /// Whether a record at `offset` or later is in the batch.
+    /// Whether a record at `offset` (the read's offset) or later is in the batch.
     pub fn has_records_from(&self, offset: i64) -> bool {
         if self.control || self.records == 0 || self.next_offset() <= offset {
             return false;
         }
-        if self.contiguous() {
+        if self.trimmed || self.contiguous() {
             return true;
         }
         parse_records(&self.payload, self.records, self.last_offset_delta)
@@ -102,6 +105,7 @@ pub fn decode_shared(bytes: Arc<Vec<u8>>, verify_crc: bool) -> Result<Vec<Decode
             records: b.records_count(),
             last_offset_delta: b.last_offset_delta(),
             control: b.is_control(),
+            trimmed: false,
         });
     }
     Ok(out)
@@ -135,8 +139,8 @@ fn decode_wanted(
         let Some(b) = iter.next() else { break };
         let b: RecordBatch<'_> = b?;
         let all = b.records_payload()?;
-        let (payload, records) = if b.is_control() {
-            (all.to_vec(), b.records_count())
+        let (payload, records, trimmed) = if b.is_control() {
+            (all.to_vec(), b.records_count(), false)
         } else {
             let min_delta = offset.saturating_sub(b.base_offset());
             let (count, last) = (b.records_count(), b.last_offset_delta());
@@ -157,7 +161,7 @@ fn decode_wanted(
             let (range, n) =
                 records_span_marked(&all, count, last, min_delta, limit - taken, marks.as_deref())?;
             taken += n as usize;
-            (all[range].to_vec(), n)
+            (all[range].to_vec(), n, true)
         };
         out.push(DecodedBatch {
             base_offset: b.base_offset(),
@@ -168,6 +172,7 @@ fn decode_wanted(
             records,
             last_offset_delta: b.last_offset_delta(),
             control: b.is_control(),
+            trimmed,
         });
     }
     Ok((out, iter.position() == bytes.len()))

@@ -129,15 +129,9 @@ impl PartitionLog {
             });
         }
         let allow_gaps = self.config().cleanup_policy.compact;
-        // Each candidate with the base of the one after it: its offsets stop there.
-        let candidates: Vec<(Arc<Segment>, i64)> = {
-            let map = self.segments.read();
-            let first = map.range(..=offset).next_back().map_or(i64::MIN, |(b, _)| *b);
-            let segs: Vec<_> = map.range((Bound::Included(first), Bound::Unbounded)).collect();
-            let nexts = segs.iter().skip(1).map(|(b, _)| **b).chain(std::iter::once(i64::MAX));
-            segs.iter().map(|(_, s)| Arc::clone(s)).zip(nexts).collect()
-        };
-        for (seg, next_base) in candidates {
+        let mut after = None;
+        while let Some((seg, next_base)) = self.read_candidate(offset, after) {
+            after = Some(seg.base_offset);
             let expect = Expect { next_base, allow_gaps };
             if seg.base_offset >= max_offset {
                 break;
@@ -163,6 +157,20 @@ impl PartitionLog {
             }
         }
         Ok(empty(None))
+    }
+
+    /// The segment a read of `offset` tries first (the one holding it, else
+    /// the first), or the one after the segment based at `after`; with the base
+    /// of the segment after it (its offsets stop there).
+    fn read_candidate(&self, offset: i64, after: Option<i64>) -> Option<(Arc<Segment>, i64)> {
+        let map = self.segments.read();
+        let (&base, seg) = match after {
+            None => map.range(..=offset).next_back().or_else(|| map.iter().next())?,
+            Some(prev) => map.range((Bound::Excluded(prev), Bound::Unbounded)).next()?,
+        };
+        let next_base =
+            map.range((Bound::Excluded(base), Bound::Unbounded)).next().map_or(i64::MAX, |(&b, _)| b);
+        Some((Arc::clone(seg), next_base))
     }
 
     /// The earliest (offset, timestamp) of a record with timestamp >= `timestamp`,

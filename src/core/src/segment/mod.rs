@@ -628,45 +628,25 @@ impl Segment {
         }
     }
 
-    /// Walks from the index's hint for `offset` (if it holds up) or else from the start.
-    fn walk_for(
-        &self,
-        offset: i64,
-        end: u64,
-        expect: Expect,
-        mut f: impl FnMut(BatchInfo) -> bool,
-    ) -> Result<()> {
-        let hint = self.indexes.lock().offsets.lookup(offset);
-        if hint.1 > 0 && u64::from(hint.1) < end {
-            // Nothing is reported before the hint is checked, so a bad hint
-            // costs only a second walk from the start.
-            let mut seen = Vec::new();
-            let hinted = self.hinted_walk(hint, end, expect, |b| {
-                seen.push(b);
-                b.last_offset < offset
-            });
-            if hinted.is_ok() {
-                for b in seen {
-                    if !f(b) {
-                        break;
-                    }
-                }
-                return Ok(());
-            }
-        }
-        self.walk(0, end, Some(self.base_offset), expect, f)
-    }
-
-    /// The first batch whose last offset is >= `offset`, searching below `end`.
+    /// The first batch whose last offset is >= `offset`, searching below `end`:
+    /// from the index's hint for `offset` if it holds up, else from the start.
     pub fn find_batch(&self, offset: i64, end: u64, expect: Expect) -> Result<Option<BatchInfo>> {
         let mut found = None;
-        self.walk_for(offset, end, expect, |b| {
+        let mut holds = |b: BatchInfo| {
             if b.last_offset >= offset {
                 found = Some(b);
                 return false;
             }
             true
-        })?;
+        };
+        let hint = self.indexes.lock().offsets.lookup(offset);
+        // A bad hint, or damage after it, costs only a second walk from the
+        // start, which reports the damage (the batches passed on the way are
+        // all before `offset`, so nothing was found yet).
+        if hint.1 > 0 && u64::from(hint.1) < end && self.hinted_walk(hint, end, expect, &mut holds).is_ok() {
+            return Ok(found);
+        }
+        self.walk(0, end, Some(self.base_offset), expect, holds)?;
         Ok(found)
     }
 
