@@ -54,6 +54,15 @@ fn allocate(file: &File, offset: usize, len: usize) -> std::io::Result<()> {
     }
 }
 
+/// Reads `buf.len()` bytes at `position`; false if the file ends first.
+fn read_exact_at(file: &File, buf: &mut [u8], position: u64) -> std::io::Result<bool> {
+    match file.read_exact_at(buf, position) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 impl IndexFile {
     pub(super) fn open_writable(path: &Path, entry_size: usize, max_bytes: usize) -> Result<Self> {
         let file = OpenOptions::new()
@@ -127,8 +136,28 @@ impl IndexFile {
         // entries a prefix: read in growing chunks up to the first zero entry,
         // not the whole file (reading and zeroing 2 x 10 MiB was ~10 ms of a
         // read-only open next to a writer).
-        buf.clear();
+        //
+        // The entries read before are kept if the last of them is still there
+        // as it was (a writer appends to an index, or cuts it back and appends
+        // again), and only what follows is read: a reader catching up with a
+        // writer reads the new entries, not the whole index again each time.
+        // An entry is a hint that every lookup checks against the log, so one
+        // left stale by a cut rewritten identically costs a walk, not data.
         let mut done = 0;
+        if self.len > 0 && es <= 16 && self.len * es <= size && self.len * es <= buf.len() {
+            let last = (self.len - 1) * es;
+            let mut was = [0u8; 16];
+            let was = &mut was[..es];
+            if read_exact_at(file, was, last as u64).map_err(Error::at(&self.path))?
+                && was[..] == buf[last..last + es]
+            {
+                done = self.len * es;
+            }
+        }
+        buf.truncate(done);
+        // Room for the rest at once, untouched until read into (so no pages are
+        // faulted for it and it is not copied as it grows).
+        buf.reserve((size - done).min(1 << 20));
         let mut chunk = es * 4096;
         'read: while done < size {
             let end = done + (size - done).min(chunk);

@@ -114,3 +114,36 @@ fn a_preallocated_index_takes_disk_only_as_entries_need_it() {
     assert!(crate::small_fs::allocated_bytes(&f) >= 1000 * 12, "the entries' pages are backed");
     assert!(crate::small_fs::allocated_bytes(&f) <= 256 << 10);
 }
+
+#[test]
+fn a_reader_takes_in_what_a_writer_appends_and_sees_where_it_cut_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("00000000000000000000.index");
+    let mut w = OffsetIndex::open(&p, 0, 8 * 100, true).unwrap();
+    for i in 1..=3 {
+        w.append(i * 10, (i * 100) as u32).unwrap();
+    }
+    let mut r = OffsetIndex::open(&p, 0, 8 * 100, false).unwrap();
+    assert_eq!(r.len(), 3);
+    // Appended: read after what the reader has.
+    for i in 4..=6 {
+        w.append(i * 10, (i * 100) as u32).unwrap();
+    }
+    r.reload().unwrap();
+    assert_eq!((r.len(), r.lookup(55)), (6, (50, 500)));
+    // Cut back below the reader's last entry, then others appended.
+    w.truncate_to(25);
+    w.append(30, 333).unwrap();
+    w.append(40, 444).unwrap();
+    r.reload().unwrap();
+    assert_eq!((r.len(), r.lookup(35), r.lookup(45)), (4, (30, 333), (40, 444)));
+    // Cut back by one and another entry in the reader's last one's place.
+    w.truncate_to(35);
+    w.append(40, 999).unwrap();
+    r.reload().unwrap();
+    assert_eq!((r.len(), r.lookup(45)), (4, (40, 999)));
+    // Cut back to fewer entries than the reader has.
+    w.truncate_to(15);
+    r.reload().unwrap();
+    assert_eq!((r.len(), r.lookup(45)), (1, (10, 100)));
+}
