@@ -460,8 +460,10 @@ class Consumer:
         if self._subscription is not None:
             self._refresh_assignment(join=False)
         tp = self._assigned_tp(partition)
-        _offset(offset)
-        self._drop_pending(tp)
+        if type(offset) is not int or offset < 0:
+            _offset(offset)  # raises the error for what it is
+        if tp in self._pending:
+            self._drop_pending(tp)
         self._positions[tp] = offset
 
     def seek_to_beginning(self, *partitions: TopicPartition | tuple[str, int]) -> None:
@@ -591,8 +593,9 @@ class Consumer:
         for data to land, without spinning."""
         self._check()
         limit = self._config["max_poll_records"] if max_records is None else max_records
-        if _offset(limit, "max_records") == 0:
-            raise ValueError("max_records must be positive")
+        if type(limit) is not int or limit <= 0:
+            if _offset(limit, "max_records") == 0:
+                raise ValueError("max_records must be positive")
         self._maybe_auto_commit()
         out = self._fetch_any(limit)
         if out or timeout_ms <= 0:
