@@ -228,6 +228,32 @@ def test_consumers_and_reads_step_over_batches_a_cleaning_emptied(store_path: Pa
         c.close()
 
 
+@pytest.mark.parametrize("read_only", [False, True])
+def test_lookups_in_a_compacted_log_find_the_next_record_kept(store_path: Path, read_only: bool) -> None:
+    """A lookup (by Store.read and by seek + poll) of every offset of a log whose
+    batches a cleaning left with gaps, at their start, middle and end: the first
+    record kept at or after it, whether read through the writer's map or by pread."""
+    with seglog.open(store_path) as s:
+        s.create_topic("c", 1, config={"cleanup.policy": "compact", "segment.bytes": 1024})
+        for i in range(30):
+            s.append("c", 0, [(b"k%d" % ((i * 5 + j) % 7), b"v%d-%d" % (i, j)) for j in range(5)])
+        s.clean_topic("c")
+    with seglog.open(store_path, read_only=read_only) as s:
+        kept = read_all(s, "c")
+        end = s.offsets("c", 0)[1]
+        assert 0 < len(kept) < end - 30, "the cleaning left gaps"
+        c = seglog.Consumer(s, group_id=None, consumer_timeout_ms=0, enable_auto_commit=False)
+        c.assign([("c", 0)])
+        for o in range(end):
+            want = [(r.offset, r.key, r.value) for r in kept if r.offset >= o][:1]
+            got = s.read("c", 0, o, max_bytes=1, max_records=1)
+            assert [(r.offset, r.key, r.value) for r in got] == want, o
+            c.seek(("c", 0), o)
+            polled = [r for rs in c.poll(max_records=1).values() for r in rs]
+            assert [(r.offset, r.key, r.value) for r in polled] == want, o
+        c.close()
+
+
 def test_delete_records_is_seen_by_other_processes_at_once(store_path: Path) -> None:
     import subprocess
     import sys
