@@ -1,6 +1,7 @@
 //! `seglog._native.Producer` and its delivery futures. `send` runs with the GIL
 //! held (it only encodes into memory); waiting, flushing and closing release it.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -217,6 +218,16 @@ fn header_list(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<(PyBackedStr, Opt
     Ok(out)
 }
 
+/// A key or value argument of one `send`: a `bytes` object's own buffer
+/// (immutable, kept alive by the caller's reference for the call), else a copy
+/// of what `bytes_arg` takes.
+fn bytes_view<'a>(obj: Option<&'a Bound<'_, PyAny>>, what: &str) -> PyResult<Option<Cow<'a, [u8]>>> {
+    match obj.map(|o| o.cast::<PyBytes>()) {
+        Some(Ok(b)) => Ok(Some(Cow::Borrowed(b.as_bytes()))),
+        _ => Ok(bytes_arg(obj, what)?.map(|b| Cow::Owned(b.to_vec()))),
+    }
+}
+
 fn bytes_arg(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option<PyBackedBytes>> {
     match obj {
         None => Ok(None),
@@ -296,8 +307,8 @@ impl Producer {
         timestamp: Option<i64>,
     ) -> PyResult<FutureRecordMetadata> {
         let core = self.core()?;
-        let value = bytes_arg(value, "value")?;
-        let key = bytes_arg(key, "key")?;
+        let value = bytes_view(value, "value")?;
+        let key = bytes_view(key, "key")?;
         let headers = header_list(headers)?;
         let hrefs: Vec<HeaderRef<'_>> = headers.iter().map(|(k, v)| (k.as_bytes(), v.as_deref())).collect();
         let name = topic.to_str()?;
