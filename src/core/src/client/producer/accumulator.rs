@@ -53,6 +53,22 @@ pub(super) struct PartitionState {
     pub(super) open: Option<OpenBatch>,
 }
 
+impl PartitionState {
+    /// Moves this partition's open batch (if any) to `ready` (what `Shared::seal`
+    /// does, for a caller holding the partition's state already).
+    pub(super) fn seal_into(
+        &mut self,
+        key: &(Arc<str>, i32),
+        ready: &mut VecDeque<ReadyBatch>,
+        sticky: &mut StickyPartitioner,
+    ) {
+        let Some(open) = self.open.take() else { return };
+        let bytes = open.builder.size_in_bytes();
+        ready.push_back(ReadyBatch { log: self.log.clone(), builder: open.builder, cell: open.cell, bytes });
+        sticky.batch_done(&key.0, key.1);
+    }
+}
+
 pub(super) struct Accumulator {
     pub(super) partitions: FastMap<(Arc<str>, i32), PartitionState>,
     pub(super) ready: VecDeque<ReadyBatch>,
@@ -76,11 +92,8 @@ pub(super) struct Shared {
 impl Shared {
     /// Moves an open batch to the ready queue.
     pub(super) fn seal(&self, acc: &mut Accumulator, key: &(Arc<str>, i32)) {
-        let Some(ps) = acc.partitions.get_mut(key) else { return };
-        let Some(open) = ps.open.take() else { return };
-        let log = ps.log.clone();
-        let bytes = open.builder.size_in_bytes();
-        acc.ready.push_back(ReadyBatch { log, builder: open.builder, cell: open.cell, bytes });
-        acc.sticky.batch_done(&key.0, key.1);
+        if let Some(ps) = acc.partitions.get_mut(key) {
+            ps.seal_into(key, &mut acc.ready, &mut acc.sticky);
+        }
     }
 }

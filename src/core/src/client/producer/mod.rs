@@ -249,9 +249,6 @@ impl Producer {
             }
         };
         let pkey = (name.clone(), p);
-        if would_overflow(&acc, p) {
-            self.shared.seal(&mut acc, &pkey);
-        }
         let acc = &mut *acc;
         let ps = match acc.partitions.get_mut(&pkey) {
             Some(ps) => ps,
@@ -260,6 +257,11 @@ impl Producer {
                 acc.partitions.entry(pkey.clone()).or_insert(PartitionState { log, open: None })
             }
         };
+        // A record that would take the open batch past the limit starts the next.
+        if ps.open.as_ref().is_some_and(|o| !o.builder.is_empty() && o.builder.size_in_bytes() + size > limit)
+        {
+            ps.seal_into(&pkey, &mut acc.ready, &mut acc.sticky);
+        }
         let open = ps.open.get_or_insert_with(|| OpenBatch {
             builder: BatchBuilder::with_capacity(config.compression, limit.min(1 << 20)),
             cell: Arc::new(DeliveryCell::default()),
@@ -274,7 +276,7 @@ impl Producer {
         let now_full = open.builder.size_in_bytes() >= limit;
         acc.buffered += open.builder.size_in_bytes() - before;
         if now_full {
-            self.shared.seal(acc, &pkey);
+            ps.seal_into(&pkey, &mut acc.ready, &mut acc.sticky);
         }
         if acc.sender_idle && (now_full || config.linger.is_zero() || !acc.ready.is_empty()) {
             acc.sender_idle = false;
