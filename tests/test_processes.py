@@ -110,3 +110,33 @@ def test_a_reader_reports_damage_in_the_middle_of_the_log(store_path: Path) -> N
     with pytest.raises(seglog.CorruptRecordError, match="damaged"):
         reader.read("t", 0, 20)
     reader.close()
+
+
+def _open_logs(root: Path) -> set[str]:
+    """The store's segment files this process holds open, as partition/file names."""
+    out = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(str(root)) and target.endswith(".log"):
+            out.add(str(Path(target).relative_to(root)))
+    return out
+
+
+def test_a_read_only_store_opens_a_partitions_segments_when_it_is_first_used(store_path: Path) -> None:
+    with seglog.open(store_path) as store:
+        store.create_topic("t", partitions=3, config={"segment.bytes": 2048})
+        for p in range(3):
+            for i in range(20):
+                store.append("t", p, [(b"k", b"%d-%d" % (p, i) * 20)])
+    root = store_path.resolve()
+    with seglog.open(store_path, read_only=True) as reader:
+        assert _open_logs(root) == set(), "no segment opened before a partition is used"
+        assert [r.value for r in reader.read("t", 1, 5, max_records=1)] == [b"1-5" * 20]
+        held = _open_logs(root)
+        assert len(held) >= 2 and {Path(f).parent.name for f in held} == {"t-1"}
+        assert reader.offsets("t", 2) == (0, 20), "another partition: opened when asked"
+        assert {Path(f).parent.name for f in _open_logs(root)} == {"t-1", "t-2"}
+    assert _open_logs(root) == set()

@@ -246,9 +246,19 @@ impl PartitionLog {
     /// Opens the log for reading while another process may be writing it. Nothing
     /// on disk is changed; reads stop at the last whole, CRC-valid batch.
     pub fn open_read_only(dir: &Path, topic: &str, partition: i32, config: Arc<LogConfig>) -> Result<Self> {
-        let log = PartitionLog::new(dir, topic, partition, config, BTreeMap::new(), true);
+        let log = Self::open_read_only_on_demand(dir, topic, partition, config);
         log.catch_up()?;
-        log.load_leader_epochs_read_only();
         Ok(log)
+    }
+
+    /// As `open_read_only`, but its segments are opened when the log is first
+    /// used: what a read-only store does, so that opening it to read one
+    /// partition does not open every segment (and read every index) of every
+    /// other. Every read-only access catches up with the writer before it
+    /// answers (`catch_up`, or a read past the known end), which opens them.
+    pub fn open_read_only_on_demand(dir: &Path, topic: &str, partition: i32, config: Arc<LogConfig>) -> Self {
+        let log = PartitionLog::new(dir, topic, partition, config, BTreeMap::new(), true);
+        log.load_leader_epochs_read_only();
+        log
     }
 }

@@ -297,6 +297,15 @@ impl PartitionLog {
         Ok(())
     }
 
+    /// Lets go of the segments (their files and maps) once the log is closed:
+    /// a closed store holds no files, however long its object lives. A read
+    /// still in progress keeps the segment it holds until it is done.
+    pub fn release_segments(&self) {
+        if self.closed.load(Ordering::Acquire) {
+            self.segments.write().clear();
+        }
+    }
+
     /// Deletes the partition directory (the log must be closed or about to be dropped).
     pub fn delete(&self) -> Result<()> {
         self.closed.store(true, Ordering::Release);

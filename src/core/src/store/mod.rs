@@ -177,7 +177,7 @@ impl Store {
             for p in partitions.len() as i32..tf.partitions {
                 let dir = partition_dir(&self.path, &tf.name, p);
                 let log = if self.read_only {
-                    PartitionLog::open_read_only(&dir, &tf.name, p, config.clone())?
+                    PartitionLog::open_read_only_on_demand(&dir, &tf.name, p, config.clone())
                 } else {
                     let key = (tf.name.clone(), p);
                     let rp = recovery.get(&key).copied().unwrap_or(0);
@@ -636,6 +636,7 @@ impl Store {
         if self.read_only {
             for p in self.all_partitions() {
                 p.close()?;
+                p.release_segments();
             }
             return Ok(());
         }
@@ -662,6 +663,9 @@ impl Store {
                 Ok(()) => {}
                 Err(e) => first_err = Some(e),
             }
+        }
+        for p in self.all_partitions() {
+            p.release_segments();
         }
         if let Some(f) = self.lock.lock().take() {
             let _ = f.unlock();
