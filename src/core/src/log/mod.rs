@@ -275,9 +275,13 @@ impl PartitionLog {
     /// Flushes and seals the active segment and writes a producer state
     /// snapshot at the log end (so a clean reopen scans nothing); the log
     /// refuses use afterwards.
+    /// Closes the log and lets go of its segments (their files and maps), so
+    /// that a closed store holds no files however long its object lives; a
+    /// read still in progress keeps the segment it holds until it is done.
     pub fn close(&self) -> Result<()> {
         if self.read_only {
             self.closed.store(true, Ordering::Release);
+            self.segments.write().clear();
             return Ok(());
         }
         let mut w = self.writer.lock();
@@ -294,16 +298,8 @@ impl PartitionLog {
             crate::checkpoint::sync_dir(&self.dir)?;
         }
         self.closed.store(true, Ordering::Release);
+        self.segments.write().clear();
         Ok(())
-    }
-
-    /// Lets go of the segments (their files and maps) once the log is closed:
-    /// a closed store holds no files, however long its object lives. A read
-    /// still in progress keeps the segment it holds until it is done.
-    pub fn release_segments(&self) {
-        if self.closed.load(Ordering::Acquire) {
-            self.segments.write().clear();
-        }
     }
 
     /// Deletes the partition directory (the log must be closed or about to be dropped).

@@ -636,7 +636,6 @@ impl Store {
         if self.read_only {
             for p in self.all_partitions() {
                 p.close()?;
-                p.release_segments();
             }
             return Ok(());
         }
@@ -663,9 +662,6 @@ impl Store {
                 Ok(()) => {}
                 Err(e) => first_err = Some(e),
             }
-        }
-        for p in self.all_partitions() {
-            p.release_segments();
         }
         if let Some(f) = self.lock.lock().take() {
             let _ = f.unlock();

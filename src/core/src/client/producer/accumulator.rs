@@ -41,6 +41,14 @@ pub(super) struct OpenBatch {
     pub(super) created: Instant,
 }
 
+impl OpenBatch {
+    /// Whether a record of `size` bytes would take this batch past `limit`
+    /// (an empty batch takes any record).
+    pub(super) fn would_overflow(&self, size: usize, limit: usize) -> bool {
+        !self.builder.is_empty() && self.builder.size_in_bytes() + size > limit
+    }
+}
+
 pub(super) struct ReadyBatch {
     pub(super) log: Arc<PartitionLog>,
     pub(super) builder: BatchBuilder,

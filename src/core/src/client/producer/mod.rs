@@ -229,7 +229,7 @@ impl Producer {
             acc.partitions
                 .get(&(name.clone(), p))
                 .and_then(|ps| ps.open.as_ref())
-                .is_some_and(|o| !o.builder.is_empty() && o.builder.size_in_bytes() + size > limit)
+                .is_some_and(|o| o.would_overflow(size, limit))
         };
         let p = match partition {
             Some(p) => {
@@ -258,8 +258,7 @@ impl Producer {
             }
         };
         // A record that would take the open batch past the limit starts the next.
-        if ps.open.as_ref().is_some_and(|o| !o.builder.is_empty() && o.builder.size_in_bytes() + size > limit)
-        {
+        if ps.open.as_ref().is_some_and(|o| o.would_overflow(size, limit)) {
             ps.seal_into(&pkey, &mut acc.ready, &mut acc.sticky);
         }
         let open = ps.open.get_or_insert_with(|| OpenBatch {
