@@ -100,9 +100,15 @@ def test_confluent_kafka_round_trip_with_each_codec(
     # silently sends uncompressed batches when it infers from ApiVersions that the broker
     # lacks the codec: zstd needs Produce v7 and Fetch v10, lz4 its LZ4 feature, which it
     # infers from FindCoordinator being advertised (rdkafka_feature.c).
+    # It also sends a batch uncompressed when compressing would not shrink it, which
+    # happens to a batch of a record or two cut off by linger.ms on a slow machine.
     on_disk = batches(store.read_raw("events", 0, 0, max_bytes=1 << 30))
-    assert {b.compression_type for b in on_disk} == {CODEC_IDS[codec]}, "librdkafka did not compress"
-    assert sum(len(list(b)) for b in on_disk) == 300
+    assert {b.compression_type for b in on_disk} <= {CODEC_IDS[codec], 0}
+    compressed = [len(list(b)) for b in on_disk if b.compression_type == CODEC_IDS[codec]]
+    plain = [len(list(b)) for b in on_disk if b.compression_type == 0]
+    assert sum(compressed) >= 290, f"librdkafka did not compress: {compressed=} {plain=}"
+    assert all(n <= 3 for n in plain), plain
+    assert sum(compressed) + sum(plain) == 300
 
 
 def test_confluent_murmur2_partitioner_agrees_with_seglog(broker: seglog.Broker, store: seglog.Store) -> None:
