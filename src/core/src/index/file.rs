@@ -154,10 +154,12 @@ impl IndexFile {
                 done = self.len * es;
             }
         }
+        // The buffer grows only as chunks are read into it. Room reserved ahead
+        // (as this once did, 1 MiB at a time) is copied whole when it runs out:
+        // the allocator's realloc copies a block's usable size, not the Vec's
+        // length, so a reader's next catch-up faulted in ~2 MiB of fresh memory
+        // for a 14 KiB index.
         buf.truncate(done);
-        // Room for the rest at once, untouched until read into (so no pages are
-        // faulted for it and it is not copied as it grows).
-        buf.reserve((size - done).min(1 << 20));
         let mut chunk = es * 4096;
         'read: while done < size {
             let end = done + (size - done).min(chunk);
@@ -180,6 +182,15 @@ impl IndexFile {
         let n = buf.len() / es;
         self.len = self.count_nonzero_prefix(n);
         Ok(())
+    }
+
+    /// The bytes a reader's copy of the entries holds room for.
+    #[cfg(test)]
+    pub(super) fn loaded_capacity(&self) -> usize {
+        match &self.entries {
+            Entries::Mapped(_) => 0,
+            Entries::Loaded(v) => v.capacity(),
+        }
     }
 
     pub(super) fn bytes(&self) -> &[u8] {

@@ -147,3 +147,24 @@ fn a_reader_takes_in_what_a_writer_appends_and_sees_where_it_cut_back() {
     r.reload().unwrap();
     assert_eq!((r.len(), r.lookup(45)), (1, (10, 100)));
 }
+
+#[test]
+fn a_reader_of_a_preallocated_index_holds_about_its_entries() {
+    // A live writer's index is 10 MiB of preallocated file with its entries a
+    // prefix; a reader following it keeps a copy the size of the entries, and a
+    // catch-up does not grow that copy by more room than it reads.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("00000000000000000000.index");
+    let mut w = OffsetIndex::open(&p, 0, 10 << 20, true).unwrap();
+    for i in 1..=1800 {
+        w.append(i * 10, (i * 4096) as u32).unwrap();
+    }
+    let mut r = OffsetIndex::open(&p, 0, 10 << 20, false).unwrap();
+    assert_eq!(r.len(), 1800);
+    for i in 1801..=1810 {
+        w.append(i * 10, (i * 4096) as u32).unwrap();
+    }
+    r.reload().unwrap();
+    assert_eq!((r.len(), r.lookup(18_095)), (1810, (18_090, 1809 * 4096)));
+    assert!(r.file.loaded_capacity() <= 256 << 10, "{} bytes held", r.file.loaded_capacity());
+}
