@@ -18,6 +18,11 @@ def test_open_creates_directory_and_reopens_same_object(store_path: Path) -> Non
     assert store_path.is_dir() and (store_path / ".lock").read_text().strip() == str(os.getpid())
     assert seglog.open(store_path) is s
     assert seglog.open(str(store_path) + "/") is s, "same directory, spelled differently"
+    link = store_path.parent / "via-link"
+    link.symlink_to(store_path)
+    assert seglog.open(link) is s, "same directory, through a symbolic link"
+    assert seglog.open(link / ".." / store_path.name) is s
+    assert s.path == Path(os.path.realpath(store_path))
     with pytest.raises(ValueError, match="already open"):
         seglog.open(store_path, segment_bytes=1 << 20)
     s.close()

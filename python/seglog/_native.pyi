@@ -29,6 +29,7 @@ __all__ = [
     "decode_batches",
     "murmur2",
     "read_index",
+    "realpath",
     "scan_log",
     "walk_log",
 ]
@@ -294,6 +295,9 @@ class RemoteClient:
         first that fails raises, after every one was tried."""
     def close(self) -> None:
         """Drops the idle connections (the next call reconnects)."""
+
+def realpath(path: str) -> str:
+    """`path` with every link, `.` and `..` resolved; OSError if a part is missing."""
 
 def murmur2(data: bytes) -> int:
     """Kafka's murmur2 hash of `data`, as a signed 32-bit int."""

@@ -293,11 +293,23 @@ def _forget_parent_stores() -> None:
 os.register_at_fork(after_in_child=_forget_parent_stores)
 
 
+def _real(path: str | os.PathLike[str]) -> str:
+    """The canonical path a store is known by in this process (``os.path.realpath``,
+    resolved natively where the path exists)."""
+    p = os.fspath(path)
+    if isinstance(p, str):
+        try:
+            return _native.realpath(p)
+        except (OSError, ValueError):
+            pass  # not there yet (open creates it), or not UTF-8
+    return os.path.realpath(p)
+
+
 def open_for_client(path: str | os.PathLike[str], read_only: bool = False) -> tuple[Store, bool]:
     """The Store a Producer or Consumer given a path should use, and whether the
     client owns it (opened it, so closes it). A store this process already has
     open for the path is shared, never closed by the client."""
-    key = (os.path.realpath(os.fspath(path)), read_only)
+    key = (_real(path), read_only)
     with _lock:
         existing = _open.get(key)
         if existing is not None and not existing.closed:
@@ -328,7 +340,7 @@ def open(
         raise TypeError(f"read_only must be bool, got {type(read_only).__name__}")
     merged: dict[str, ConfigValue] = dict(config or {})
     merged.update(_kafka_names(options))
-    key = (os.path.realpath(os.fspath(path)), read_only)
+    key = (_real(path), read_only)
     with _lock:
         store = _open.get(key)
         if store is not None and not store.closed:
