@@ -131,12 +131,7 @@ impl IndexFile {
         let Entries::Loaded(buf) = &mut self.entries else { return Ok(()) };
         let es = self.entry_size;
         let size = file.metadata().map_err(Error::at(&self.path))?.len() as usize;
-        let size = size - size % es;
-        // A live writer's index is preallocated (10 MiB by default) with its
-        // entries a prefix: read in growing chunks up to the first zero entry,
-        // not the whole file (reading and zeroing 2 x 10 MiB was ~10 ms of a
-        // read-only open next to a writer).
-        //
+        let count = size / es;
         // The entries read before are kept if the last of them is still there
         // as it was (a writer appends to an index, or cuts it back and appends
         // again), and only what follows is read: a reader catching up with a
@@ -144,44 +139,80 @@ impl IndexFile {
         // An entry is a hint that every lookup checks against the log, so one
         // left stale by a cut rewritten identically costs a walk, not data.
         let mut done = 0;
-        if self.len > 0 && es <= 16 && self.len * es <= size && self.len * es <= buf.len() {
+        if self.len > 0 && es <= 16 && self.len <= count && self.len * es <= buf.len() {
             let last = (self.len - 1) * es;
             let mut was = [0u8; 16];
             let was = &mut was[..es];
             if read_exact_at(file, was, last as u64).map_err(Error::at(&self.path))?
                 && was[..] == buf[last..last + es]
             {
-                done = self.len * es;
+                done = self.len;
             }
         }
-        // The buffer grows only as chunks are read into it. Room reserved ahead
-        // (as this once did, 1 MiB at a time) is copied whole when it runs out:
-        // the allocator's realloc copies a block's usable size, not the Vec's
-        // length, so a reader's next catch-up faulted in ~2 MiB of fresh memory
-        // for a 14 KiB index.
-        buf.truncate(done);
-        let mut chunk = es * 4096;
-        'read: while done < size {
-            let end = done + (size - done).min(chunk);
-            buf.resize(end, 0);
-            while done < end {
-                match file.read_at(&mut buf[done..end], done as u64) {
-                    Ok(0) => break 'read,
-                    Ok(n) => done += n,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(Error::at(&self.path)(e)),
-                }
+        buf.truncate(done * es);
+        // A live writer's index is preallocated (10 MiB by default) with its
+        // entries a prefix. Where that prefix ends is found first, with reads of
+        // single entries, and then it alone is read, into a buffer of its size:
+        // reading ahead in chunks faulted in fresh pages for zeros and copied
+        // the buffer as it grew (a third of a cold lookup's page faults).
+        let end = self.filled_end(file, done, count)?;
+        let Entries::Loaded(buf) = &mut self.entries else { return Ok(()) };
+        buf.reserve_exact((end - done) * es);
+        buf.resize(end * es, 0);
+        let mut at = done * es;
+        while at < buf.len() {
+            match file.read_at(&mut buf[at..], at as u64) {
+                Ok(0) => break, // cut back since: what was read is all there is
+                Ok(n) => at += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::at(&self.path)(e)),
             }
-            let whole = done / es;
-            if whole > 0 && buf[(whole - 1) * es..whole * es].iter().all(|&b| b == 0) {
-                break;
-            }
-            chunk = (chunk * 2).min(1 << 20);
         }
-        buf.truncate(done - done % es);
+        buf.truncate(at - at % es);
         let n = buf.len() / es;
+        // A cut while this read may have left zeros inside what was read.
         self.len = self.count_nonzero_prefix(n);
         Ok(())
+    }
+
+    /// The number of entries the file's filled prefix holds, knowing that the
+    /// first `known` are filled and the file has room for `count`: the whole file
+    /// when its last entry is filled (a sealed index), else the first all-zero
+    /// entry, found by doubling steps from `known` and then halving.
+    fn filled_end(&self, file: &File, known: usize, count: usize) -> Result<usize> {
+        let es = self.entry_size;
+        let is_zero = |i: usize| -> Result<bool> {
+            let mut e = [0u8; 16];
+            let e = &mut e[..es.min(16)];
+            let whole = read_exact_at(file, e, (i * es) as u64).map_err(Error::at(&self.path))?;
+            Ok(!whole || e.iter().all(|&b| b == 0))
+        };
+        if known >= count || is_zero(known)? {
+            return Ok(known.min(count));
+        }
+        if !is_zero(count - 1)? {
+            return Ok(count);
+        }
+        // Filled: [0, lo); zero: hi.
+        let (mut lo, mut step) = (known + 1, 256);
+        let mut hi = count - 1;
+        while lo + step < hi {
+            if is_zero(lo + step)? {
+                hi = lo + step;
+                break;
+            }
+            lo += step + 1;
+            step *= 2;
+        }
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if is_zero(mid)? {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        Ok(lo)
     }
 
     /// The bytes a reader's copy of the entries holds room for.

@@ -168,3 +168,28 @@ fn a_reader_of_a_preallocated_index_holds_about_its_entries() {
     assert_eq!((r.len(), r.lookup(18_095)), (1810, (18_090, 1809 * 4096)));
     assert!(r.file.loaded_capacity() <= 256 << 10, "{} bytes held", r.file.loaded_capacity());
 }
+
+#[test]
+fn a_reader_finds_where_a_preallocated_index_ends_for_any_fill() {
+    let dir = tempfile::tempdir().unwrap();
+    let room = 3000;
+    for filled in [0, 1, 2, 255, 256, 257, 258, 700, 1800, room - 2, room - 1, room] {
+        let p = dir.path().join(format!("{filled:020}.index"));
+        let mut w = OffsetIndex::open(&p, 0, 8 * room, true).unwrap();
+        for i in 1..=filled {
+            w.append(i as i64, i as u32 * 100).unwrap();
+        }
+        let mut r = OffsetIndex::open(&p, 0, 8 * room, false).unwrap();
+        assert_eq!(r.len(), filled, "filled {filled}");
+        if filled > 0 {
+            assert_eq!(r.lookup(filled as i64), (filled as i64, filled as u32 * 100));
+        }
+        // And from any point a catch-up starts at.
+        let more = (room - filled).min(37);
+        for i in filled + 1..=filled + more {
+            w.append(i as i64, i as u32 * 100).unwrap();
+        }
+        r.reload().unwrap();
+        assert_eq!(r.len(), filled + more, "filled {filled} + {more}");
+    }
+}
