@@ -93,6 +93,26 @@ def test_read_only_process_follows_a_live_writer(store_path: Path) -> None:
         assert store.describe("t").partitions[0].segment_count > 20, "the reader crossed many rolls"
 
 
+def test_a_readers_time_lookups_agree_with_the_writers_across_segments(store_path: Path) -> None:
+    # A reader reads a segment's time index at its first time lookup, not at open.
+    with seglog.open(store_path) as store:
+        store.create_topic("t", config={"segment.bytes": 4096, "index.interval.bytes": 256})
+        for i in range(300):
+            store.append("t", 0, [(b"k", b"v%d" % i * 8, None, 10_000 + 10 * i)])
+        with seglog.open(store_path, read_only=True) as reader:
+            assert store.describe("t").partitions[0].segment_count > 5
+            probes = [0, 9_999, 10_000, 10_005, 11_230, 12_990, 12_991, 13_000]
+            assert [reader.offset_for_time("t", 0, t) for t in probes] == [
+                store.offset_for_time("t", 0, t) for t in probes
+            ]
+            assert reader.offset_for_time("t", 0, 11_235) == (124, 11_240)
+            for i in range(300, 320):
+                store.append("t", 0, [(b"k", b"v%d" % i * 8, None, 10_000 + 10 * i)])
+            store.flush()
+            assert reader.offset_for_time("t", 0, 13_105) == (311, 13_110), "after the writer went on"
+            assert reader.offset_for_time("t", 0, 13_200) is None
+
+
 def test_a_reader_reports_damage_in_the_middle_of_the_log(store_path: Path) -> None:
     with seglog.open(store_path) as s:
         s.create_topic("t")

@@ -39,6 +39,26 @@ struct IndexState {
     offset_of_max_timestamp: i64,
     /// maxTimestamp of the first batch: what `segment.ms` is measured from.
     first_batch_timestamp: Option<i64>,
+    /// A reader's time index is read at its first use (`times_read`), not when
+    /// the segment opens: reads by offset, most of a reader's, never need it.
+    times_unread: bool,
+}
+
+impl IndexState {
+    /// The time index, read first if it has not been (and with it the newest
+    /// timestamp it knows).
+    fn times_read(&mut self) -> Result<&TimeIndex> {
+        if self.times_unread {
+            self.times.reload()?;
+            let last = self.times.last_entry();
+            self.max_timestamp_so_far = last.map_or(-1, |e| e.0);
+            if let Some(e) = last {
+                self.offset_of_max_timestamp = e.1;
+            }
+            self.times_unread = false;
+        }
+        Ok(&self.times)
+    }
 }
 
 /// What a read checks of a segment's batches beyond their CRC, which covers
@@ -151,7 +171,13 @@ impl Segment {
         let meta = log.metadata().map_err(Error::at(&log_path))?;
         let mut size = meta.len();
         let inode = std::os::unix::fs::MetadataExt::ino(&meta);
-        let (offsets, times) = if writable || (index_path.exists() && time_path.exists()) {
+        let reader = mode == SegmentMode::Reader;
+        let (offsets, times) = if reader && index_path.exists() {
+            (
+                OffsetIndex::open(&index_path, base_offset, index_bytes, false)?,
+                TimeIndex::empty(&time_path, base_offset),
+            )
+        } else if writable || (index_path.exists() && time_path.exists()) {
             (
                 OffsetIndex::open(&index_path, base_offset, index_bytes, writable)?,
                 TimeIndex::open(&time_path, base_offset, index_bytes, writable)?,
@@ -183,6 +209,7 @@ impl Segment {
                 max_timestamp_so_far: times_last.map_or(-1, |e| e.0),
                 offset_of_max_timestamp: times_last.map_or(base_offset, |e| e.1),
                 first_batch_timestamp: None,
+                times_unread: reader,
             }),
             writable,
             inode,
@@ -249,8 +276,9 @@ impl Segment {
     /// has a newer timestamp (what a sealed segment's final entry promises).
     pub fn index_is_sane(&self, expect: Expect) -> Result<bool> {
         let (offsets_last, times_last) = {
-            let ix = self.indexes.lock();
-            (ix.offsets.last_entry(), ix.times.last_entry())
+            let mut ix = self.indexes.lock();
+            let offsets_last = ix.offsets.last_entry();
+            (offsets_last, ix.times_read()?.last_entry())
         };
         let end = self.size();
         if let Some((offset, position)) = offsets_last {
@@ -305,7 +333,12 @@ impl Segment {
 
     /// The largest timestamp in the segment as far as the time index knows.
     pub fn max_timestamp(&self) -> i64 {
-        self.indexes.lock().max_timestamp_so_far
+        let mut ix = self.indexes.lock();
+        match ix.times_read() {
+            Ok(_) => ix.max_timestamp_so_far,
+            // Unknown: as new as can be, so that no search passes this segment by.
+            Err(_) => i64::MAX,
+        }
     }
 
     /// Writes one batch (its offsets already assigned) at the end of the segment,
@@ -741,7 +774,7 @@ impl Segment {
         let (start, prev_next) = match after {
             Some(a) => (a.position + a.size, Some(a.last_offset + 1)),
             None => {
-                let entry = self.indexes.lock().times.lookup_entry(timestamp);
+                let entry = self.indexes.lock().times_read()?.lookup_entry(timestamp);
                 let hinted = match entry {
                     Some((ts, off)) => self.time_entry_batch(ts, off, end).ok().flatten(),
                     None => None,
