@@ -2,7 +2,8 @@
 
 use super::*;
 use crate::record::{
-    build_batches, parse_records, parse_records_from, BatchBuilder, BatchIter, Compression, NewRecord,
+    build_batches, parse_records, parse_records_from, BatchBuilder, BatchIter, Compression, HeaderRef,
+    NewRecord,
 };
 
 fn build(c: Compression, n: usize) -> Vec<u8> {
@@ -260,4 +261,48 @@ fn record_marks_start_a_span_where_the_walk_from_the_first_record_would_arrive()
     );
     // A payload that claims more records than it holds is refused.
     assert!(record_marks(&payload, 51).is_err());
+}
+
+type AnyRecord = (i64, Option<Vec<u8>>, Option<Vec<u8>>, Vec<(Vec<u8>, Option<Vec<u8>>)>);
+
+fn any_record() -> impl proptest::strategy::Strategy<Value = AnyRecord> {
+    use proptest::prelude::*;
+    let bytes = || proptest::option::of(proptest::collection::vec(any::<u8>(), 0..300));
+    (
+        any::<i64>().prop_map(|t| t >> 2), // deltas from the first stay inside i64
+        bytes(),
+        bytes(),
+        // Header keys are UTF-8 (the format's String).
+        proptest::collection::vec(("\\PC{0,8}".prop_map(String::into_bytes), bytes()), 0..3),
+    )
+}
+
+proptest::proptest! {
+    /// Whatever records go in (null or empty keys and values, lengths that take
+    /// one to three varint bytes, timestamps far apart), the same come out.
+    #[test]
+    fn records_come_out_of_a_built_batch_as_they_went_in(
+        recs in proptest::collection::vec(any_record(), 1..40),
+    ) {
+        let mut b = BatchBuilder::new(Compression::None).base_offset(7);
+        let headers: Vec<Vec<HeaderRef<'_>>> = recs
+            .iter()
+            .map(|r| r.3.iter().map(|(k, v)| (&k[..], v.as_deref())).collect())
+            .collect();
+        for (r, h) in recs.iter().zip(&headers) {
+            b.append(&NewRecord { timestamp: r.0, key: r.1.as_deref(), value: r.2.as_deref(), headers: h });
+        }
+        let bytes = b.build().unwrap();
+        let batch = RecordBatch::parse(&bytes).unwrap();
+        let payload = batch.records_payload().unwrap();
+        let out = batch.records(&payload).unwrap();
+        proptest::prop_assert_eq!(out.len(), recs.len());
+        for (i, (got, want)) in out.iter().zip(&recs).enumerate() {
+            proptest::prop_assert_eq!(got.offset_delta as usize, i);
+            proptest::prop_assert_eq!(batch.base_timestamp().wrapping_add(got.timestamp_delta), want.0);
+            proptest::prop_assert_eq!(got.key, want.1.as_deref());
+            proptest::prop_assert_eq!(got.value, want.2.as_deref());
+            proptest::prop_assert_eq!(&got.headers, &headers[i]);
+        }
+    }
 }
