@@ -132,6 +132,28 @@ def test_a_reader_reports_damage_in_the_middle_of_the_log(store_path: Path) -> N
     reader.close()
 
 
+def test_a_readers_lookups_check_each_batch_they_read(store_path: Path) -> None:
+    # A reader takes the batches below the last index entry as the writer's
+    # without reading them; a lookup (read into a small buffer, only the wanted
+    # record copied out) checks the batch it reads, every time.
+    with seglog.open(store_path) as s:
+        s.create_topic("t", config={"index.interval.bytes": 128})
+        for i in range(40):
+            s.append("t", 0, [b"batch %02d record %d" % (i, j) for j in range(5)])
+    log = store_path / "t-0" / "00000000000000000000.log"
+    data = bytearray(log.read_bytes())
+    size = len(data) // 40  # forty batches of the same size
+    data[10 * size + size // 2] ^= 0xFF  # inside the eleventh batch (offsets 50-54)
+    log.write_bytes(bytes(data))
+    with seglog.open(store_path, read_only=True) as reader:
+        for o in (0, 49, 55, 123, 199):
+            [r] = reader.read("t", 0, o, max_bytes=1, max_records=1)
+            assert (r.offset, r.value) == (o, b"batch %02d record %d" % (o // 5, o % 5))
+        for _ in range(2):  # not once per process: every time
+            with pytest.raises(seglog.CorruptRecordError, match="00000000000000000000.log"):
+                reader.read("t", 0, 52, max_bytes=1, max_records=1)
+
+
 def _open_logs(root: Path) -> set[str]:
     """The store's segment files this process holds open, as partition/file names."""
     out = set()

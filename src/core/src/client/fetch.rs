@@ -115,6 +115,13 @@ pub fn decode_shared(bytes: Arc<Vec<u8>>, verify_crc: bool) -> Result<Vec<Decode
 /// middle of gets record marks.
 const LOOKUP_RECORDS: usize = 16;
 
+/// A lookup in a segment that is not mapped (a reader process's) reads a slice
+/// up to this long into a buffer on the stack and copies out only the records it
+/// returns, as from a map: no heap buffer per lookup. A fresh process's first
+/// heap buffer of a batch's size lands on a fresh 2 MiB huge page, which this
+/// VM takes ~250 µs to zero, most of a cold open-and-lookup.
+const SMALL_READ: usize = 32 * 1024;
+
 /// As `decode`, from bytes borrowed (a segment's map) rather than read: only
 /// the records at or after `offset`, at most `limit` of them, are copied out,
 /// each batch's `payload` and `records` being those (a control batch keeps
@@ -210,6 +217,12 @@ fn read_batches_once(
         let (batches, whole) =
             match slice.with_mapped(|bytes| decode_wanted(bytes, verify, offset, limit, &slice, ticket)) {
                 Some(decoded) => decoded,
+                None if limit <= LOOKUP_RECORDS && slice.byte_len() <= SMALL_READ => {
+                    let mut buf = [0u8; SMALL_READ];
+                    let bytes = &mut buf[..slice.byte_len()];
+                    slice.read_into(bytes)?;
+                    decode_wanted(bytes, verify, offset, limit, &slice, ticket)
+                }
                 None => decode_shared(Arc::new(slice.bytes()?), verify).map(|b| (b, true)),
             }
             .map_err(|e| slice.locate(e))?;

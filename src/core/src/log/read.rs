@@ -27,6 +27,19 @@ impl ReadSlice {
         }
     }
 
+    /// The slice's length in bytes.
+    pub fn byte_len(&self) -> usize {
+        self.range.as_ref().map_or(0, |r| r.length as usize)
+    }
+
+    /// Reads the slice's bytes into `buf`, which is `byte_len()` long.
+    pub fn read_into(&self, buf: &mut [u8]) -> Result<()> {
+        match (&self.segment, &self.range) {
+            (Some(seg), Some(r)) => seg.read_exact_at(buf, r.position),
+            _ => Ok(()),
+        }
+    }
+
     /// `f` on the slice's bytes borrowed from the segment's map; None if the
     /// segment is not mapped (a reader process) or the slice is empty.
     pub fn with_mapped<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
