@@ -150,7 +150,7 @@ def test_a_readers_lookups_check_each_batch_they_read(store_path: Path) -> None:
             [r] = reader.read("t", 0, o, max_bytes=1, max_records=1)
             assert (r.offset, r.value) == (o, b"batch %02d record %d" % (o // 5, o % 5))
         for _ in range(2):  # not once per process: every time
-            with pytest.raises(seglog.CorruptRecordError, match="00000000000000000000.log"):
+            with pytest.raises(seglog.CorruptRecordError, match=r"00000000000000000000\.log"):
                 reader.read("t", 0, 52, max_bytes=1, max_records=1)
 
 
