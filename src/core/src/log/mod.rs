@@ -272,12 +272,12 @@ impl PartitionLog {
         self.segments.read().values().next_back().cloned().ok_or(Error::Closed)
     }
 
-    /// Flushes and seals the active segment and writes a producer state
-    /// snapshot at the log end (so a clean reopen scans nothing); the log
-    /// refuses use afterwards.
-    /// Closes the log and lets go of its segments (their files and maps), so
-    /// that a closed store holds no files however long its object lives; a
-    /// read still in progress keeps the segment it holds until it is done.
+    /// Closes the log: a writer flushes and seals the active segment and writes
+    /// a producer state snapshot at the log end (so a clean reopen scans
+    /// nothing). The log refuses use afterwards and lets go of its segments
+    /// (their files and maps), so that a closed store holds no files however
+    /// long its object lives; a read still in progress keeps the segment it
+    /// holds until it is done.
     pub fn close(&self) -> Result<()> {
         if self.read_only {
             self.closed.store(true, Ordering::Release);

@@ -172,23 +172,26 @@ impl Segment {
         let mut size = meta.len();
         let inode = std::os::unix::fs::MetadataExt::ino(&meta);
         let reader = mode == SegmentMode::Reader;
-        let (offsets, times) = if reader && index_path.exists() {
-            (
-                OffsetIndex::open(&index_path, base_offset, index_bytes, false)?,
-                TimeIndex::empty(&time_path, base_offset),
-            )
+        let (offsets, times) = if reader {
+            // A reader racing the writer that is creating the files sees no index
+            // yet: an empty one makes lookups scan from position 0. Its time
+            // index is read at the first time lookup (`times_read`).
+            let offsets = if index_path.exists() {
+                OffsetIndex::open(&index_path, base_offset, index_bytes, false)?
+            } else {
+                OffsetIndex::empty(&index_path, base_offset)
+            };
+            (offsets, TimeIndex::empty(&time_path, base_offset))
         } else if writable || (index_path.exists() && time_path.exists()) {
             (
                 OffsetIndex::open(&index_path, base_offset, index_bytes, writable)?,
                 TimeIndex::open(&time_path, base_offset, index_bytes, writable)?,
             )
         } else {
-            // A reader racing the writer that is creating the files sees no index
-            // yet: empty ones make lookups scan from position 0.
             (OffsetIndex::empty(&index_path, base_offset), TimeIndex::empty(&time_path, base_offset))
         };
         let times_last = times.last_entry();
-        if mode == SegmentMode::Reader {
+        if reader {
             // Bytes before the last index entry were written before the entry was;
             // past it, `catch_up_tail` accepts only whole, CRC-valid batches. The
             // file's length was read before the index: a writer that moved on in
