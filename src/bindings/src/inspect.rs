@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 use super::errors::PyResult;
-use super::records::ConsumerRecord;
+use super::records::Shared;
 use seglog_core::index::{self, IndexKind};
 use seglog_core::record::TimestampType;
 use seglog_core::segment::inspect::{self, BatchHeader, InspectedBatch, WalkItem};
@@ -136,23 +136,20 @@ impl LogBatch {
 
 impl LogBatch {
     fn new(py: Python<'_>, b: InspectedBatch) -> PyResult<Self> {
-        let topic = PyString::new(py, "");
+        let shared = Shared::new(py, &PyString::new(py, ""), -1);
         let ts_type =
             if b.header.log_append_time() { TimestampType::LogAppendTime } else { TimestampType::CreateTime };
         let records = PyList::empty(py);
         for r in b.records {
             let headers =
                 PyTuple::new(py, r.headers.into_iter().map(|(k, v)| (k, v.map(|v| PyBytes::new(py, &v)))))?;
-            let rec = ConsumerRecord::new(
-                py,
-                &topic,
-                -1,
+            let rec = shared.record(
                 r.offset,
                 r.timestamp,
                 ts_type,
                 r.key.as_deref(),
                 r.value.as_deref(),
-                headers,
+                Some(headers),
             );
             records.append(Py::new(py, rec)?)?;
         }
