@@ -456,7 +456,8 @@ class Consumer:
         return self._position(tp)
 
     def seek(self, partition: TopicPartition | tuple[str, int], offset: int) -> None:
-        self._check()
+        if self._closed:
+            self._check()
         if self._subscription is not None:
             self._refresh_assignment(join=False)
         tp = self._assigned_tp(partition)
@@ -591,12 +592,14 @@ class Consumer:
         """Records from the assigned partitions, at most ``max_records`` (default
         ``max_poll_records``). With nothing to return, waits up to ``timeout_ms``
         for data to land, without spinning."""
-        self._check()
+        if self._closed:  # self._check(), inline on this hot path
+            self._check()
         limit = self._config["max_poll_records"] if max_records is None else max_records
         if type(limit) is not int or limit <= 0:
             if _offset(limit, "max_records") == 0:
                 raise ValueError("max_records must be positive")
-        self._maybe_auto_commit()
+        if self.group_id is not None:
+            self._maybe_auto_commit()
         out = self._fetch_any(limit)
         if out or timeout_ms <= 0:
             return out
