@@ -115,14 +115,14 @@ def test_reads_offsets_and_batches(store: seglog.Store) -> None:
     assert [r.offset for r in seglog.decode_batches(raw)] == [8, 9, 10, 11]
 
 
-
 def test_a_records_fields_are_plain_python_values_and_read_only(store: seglog.Store) -> None:
     store.create_topic("f", partitions=3)
     store.create_topic("g", config={"message.timestamp.type": "LogAppendTime"})
     store.append("f", 2, [(None, b"v", None, 1_700_000_000_000), (b"k", None, [("h", b"x"), ("n", None)])])
     store.append("g", 0, [(b"k", b"v")])
     a, b = store.read("f", 2, 0)
-    assert (a.topic, a.partition, a.offset, a.timestamp, a.timestamp_type) == ("f", 2, 0, 1_700_000_000_000, 0)
+    ts = 1_700_000_000_000
+    assert (a.topic, a.partition, a.offset, a.timestamp, a.timestamp_type) == ("f", 2, 0, ts, 0)
     assert (a.key, a.value, a.headers) == (None, b"v", ())
     assert (b.offset, b.key, b.value, b.headers) == (1, b"k", None, (("h", b"x"), ("n", None)))
     assert all(type(x) is int for x in (a.partition, a.offset, a.timestamp, a.timestamp_type))
@@ -132,9 +132,10 @@ def test_a_records_fields_are_plain_python_values_and_read_only(store: seglog.St
         with pytest.raises(AttributeError):
             setattr(a, field, None)
     assert repr(b) == (
-        "ConsumerRecord(topic='f', partition=2, offset=1, "
-        f"timestamp={b.timestamp}, timestamp_type=0, key=b'k', value=None, headers=(('h', b'x'), ('n', None)))"
+        f"ConsumerRecord(topic='f', partition=2, offset=1, timestamp={b.timestamp}, "
+        "timestamp_type=0, key=b'k', value=None, headers=(('h', b'x'), ('n', None)))"
     )
+
 
 def test_read_arrow_reads_partitions_in_order_into_one_batch(store: seglog.Store) -> None:
     store.create_topic("t", partitions=2)
