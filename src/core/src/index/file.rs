@@ -54,6 +54,26 @@ fn allocate(file: &File, offset: usize, len: usize) -> std::io::Result<()> {
     }
 }
 
+/// What a reader's first load of an index reads at once (8,192 entries of an
+/// offset index: a 1 GiB segment of 128 KiB batches, or 32 MiB at Kafka's
+/// 4 KiB index interval).
+const FIRST_READ: usize = 64 * 1024;
+
+/// Reads into `buf` from `position` until it is full or the file ends; the
+/// bytes read.
+fn read_up_to(file: &File, buf: &mut [u8], position: u64) -> std::io::Result<usize> {
+    let mut at = 0;
+    while at < buf.len() {
+        match file.read_at(&mut buf[at..], position + at as u64) {
+            Ok(0) => break,
+            Ok(n) => at += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(at)
+}
+
 /// Reads `buf.len()` bytes at `position`; false if the file ends first.
 fn read_exact_at(file: &File, buf: &mut [u8], position: u64) -> std::io::Result<bool> {
     match file.read_exact_at(buf, position) {
@@ -150,24 +170,38 @@ impl IndexFile {
             }
         }
         buf.truncate(done * es);
+        if done == 0 && count > 0 {
+            // A first load reads the file's first stretch in one call: most
+            // indexes end inside it, and finding that end with single-entry
+            // reads took ~20 calls. Only a longer one goes on as below.
+            let first = count.min(FIRST_READ / es);
+            buf.reserve_exact(first * es);
+            buf.resize(first * es, 0);
+            let got = read_up_to(file, buf, 0).map_err(Error::at(&self.path))?;
+            buf.truncate(got - got % es);
+            let n = buf.len() / es;
+            let filled = self.count_nonzero_prefix(n);
+            let Entries::Loaded(buf) = &mut self.entries else { return Ok(()) };
+            if filled < first || first == count {
+                buf.truncate(filled * es);
+                self.len = filled;
+                return Ok(());
+            }
+            done = first;
+        }
         // A live writer's index is preallocated (10 MiB by default) with its
-        // entries a prefix. Where that prefix ends is found first, with reads of
-        // single entries, and then it alone is read, into a buffer of its size:
-        // reading ahead in chunks faulted in fresh pages for zeros and copied
-        // the buffer as it grew (a third of a cold lookup's page faults).
+        // entries a prefix. Past what is known, where that prefix ends is found
+        // first, with reads of single entries, and then it alone is read, into
+        // a buffer of its size: reading ahead in chunks faulted in fresh pages
+        // for zeros and copied the buffer as it grew (a third of a cold
+        // lookup's page faults, with a 1 MiB read-ahead).
         let end = self.filled_end(file, done, count)?;
         let Entries::Loaded(buf) = &mut self.entries else { return Ok(()) };
         buf.reserve_exact((end - done) * es);
         buf.resize(end * es, 0);
-        let mut at = done * es;
-        while at < buf.len() {
-            match file.read_at(&mut buf[at..], at as u64) {
-                Ok(0) => break, // cut back since: what was read is all there is
-                Ok(n) => at += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(Error::at(&self.path)(e)),
-            }
-        }
+        // A file cut back since ends the read early: what was read is all there is.
+        let at = done * es
+            + read_up_to(file, &mut buf[done * es..], (done * es) as u64).map_err(Error::at(&self.path))?;
         buf.truncate(at - at % es);
         let n = buf.len() / es;
         // A cut while this read may have left zeros inside what was read.

@@ -171,9 +171,17 @@ fn a_reader_of_a_preallocated_index_holds_about_its_entries() {
 
 #[test]
 fn a_reader_finds_where_a_preallocated_index_ends_for_any_fill() {
+    // An index inside a reader's first read, and one past it (8,192 entries),
+    // where the end is searched for entry by entry.
+    for room in [3000, 20_000] {
+        reader_finds_the_end(room, &[0, 1, 2, 255, 256, 257, 258, 700, 1800, room - 2, room - 1, room]);
+    }
+    reader_finds_the_end(20_000, &[8191, 8192, 8193, 8192 + 255, 8192 + 256, 8192 + 257, 12_345]);
+}
+
+fn reader_finds_the_end(room: usize, fills: &[usize]) {
     let dir = tempfile::tempdir().unwrap();
-    let room = 3000;
-    for filled in [0, 1, 2, 255, 256, 257, 258, 700, 1800, room - 2, room - 1, room] {
+    for &filled in fills {
         let p = dir.path().join(format!("{filled:020}.index"));
         let mut w = OffsetIndex::open(&p, 0, 8 * room, true).unwrap();
         for i in 1..=filled {
