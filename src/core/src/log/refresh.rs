@@ -45,6 +45,7 @@ impl PartitionLog {
         // A segment whose file was replaced (a cleaning swapped in a new one) is
         // reopened: the old handle reads the unlinked pre-clean file.
         segs.retain(|b, seg| bases.binary_search(b).is_ok() && !seg.file_replaced());
+        let mut opened = Vec::new();
         for &base in &bases {
             if segs.contains_key(&base) {
                 continue;
@@ -52,6 +53,7 @@ impl PartitionLog {
             match Segment::open(&self.dir, base, config.segment_index_bytes, SegmentMode::Reader) {
                 Ok(seg) => {
                     segs.insert(base, Arc::new(seg));
+                    opened.push(base);
                 }
                 Err(Error::IoAt { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(e),
@@ -61,7 +63,13 @@ impl PartitionLog {
         drop(segs);
         let mut end = None;
         for seg in &all {
-            if let Some(next) = seg.catch_up_tail()? {
+            // `opened` is in base order, as `bases` is.
+            let next = if opened.binary_search(&seg.base_offset).is_ok() {
+                seg.catch_up_opened_tail()?
+            } else {
+                seg.catch_up_tail()?
+            };
+            if let Some(next) = next {
                 end = Some(next);
             }
         }
