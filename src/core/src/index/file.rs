@@ -169,22 +169,12 @@ impl IndexFile {
                 done = self.len;
             }
         }
-        buf.truncate(done * es);
         if done == 0 && count > 0 {
             // A first load reads the file's first stretch in one call: most
             // indexes end inside it, and finding that end with single-entry
             // reads took ~20 calls. Only a longer one goes on as below.
             let first = count.min(FIRST_READ / es);
-            buf.reserve_exact(first * es);
-            buf.resize(first * es, 0);
-            let got = read_up_to(file, buf, 0).map_err(Error::at(&self.path))?;
-            buf.truncate(got - got % es);
-            let n = buf.len() / es;
-            let filled = self.count_nonzero_prefix(n);
-            let Entries::Loaded(buf) = &mut self.entries else { return Ok(()) };
-            if filled < first || first == count {
-                buf.truncate(filled * es);
-                self.len = filled;
+            if self.read_range(file, 0, first)? < first || first == count {
                 return Ok(());
             }
             done = first;
@@ -196,17 +186,29 @@ impl IndexFile {
         // for zeros and copied the buffer as it grew (a third of a cold
         // lookup's page faults, with a 1 MiB read-ahead).
         let end = self.filled_end(file, done, count)?;
-        let Entries::Loaded(buf) = &mut self.entries else { return Ok(()) };
-        buf.reserve_exact((end - done) * es);
-        buf.resize(end * es, 0);
+        self.read_range(file, done, end)?;
+        Ok(())
+    }
+
+    /// Reads entries `from..to` in after the first `from` held, and takes the
+    /// filled prefix of what the copy then holds as the entries; their number.
+    fn read_range(&mut self, file: &File, from: usize, to: usize) -> Result<usize> {
+        let es = self.entry_size;
+        let Entries::Loaded(buf) = &mut self.entries else { return Ok(self.len) };
+        buf.truncate(from * es);
+        buf.reserve_exact((to - from) * es);
+        buf.resize(to * es, 0);
         // A file cut back since ends the read early: what was read is all there is.
-        let at = done * es
-            + read_up_to(file, &mut buf[done * es..], (done * es) as u64).map_err(Error::at(&self.path))?;
+        let at = from * es
+            + read_up_to(file, &mut buf[from * es..], (from * es) as u64).map_err(Error::at(&self.path))?;
         buf.truncate(at - at % es);
         let n = buf.len() / es;
         // A cut while this read may have left zeros inside what was read.
         self.len = self.count_nonzero_prefix(n);
-        Ok(())
+        if let Entries::Loaded(buf) = &mut self.entries {
+            buf.truncate(self.len * es);
+        }
+        Ok(self.len)
     }
 
     /// The number of entries the file's filled prefix holds, knowing that the
