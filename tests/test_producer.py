@@ -341,22 +341,33 @@ def test_send_batch_takes_pyarrow_arrays(store: seglog.Store) -> None:
     ]
 
 
-@pytest.mark.parametrize("bad", ["too large", "not bytes", "arrow too large"])
+@pytest.mark.parametrize(
+    "bad", ["too large", "not bytes", "arrow too large", "no key, compacted", "arrow no key, compacted"]
+)
 def test_a_send_batch_refused_late_writes_nothing(store: seglog.Store, bad: str) -> None:
     # Full batches go to the sender while the rest of a call is encoded; a record
     # refused after many of them (here, past ~70 full 64 KiB batches) must still
     # leave the call without a trace.
-    store.create_topic("t", config={"max.message.bytes": 100_000})
+    compacted = bad.endswith("compacted")
+    config: dict[str, Any] = {"max.message.bytes": 100_000}
+    store.create_topic("t", config={**config, "cleanup.policy": "compact"} if compacted else config)
     values: list[Any] = [b"%05d" % i + b"v" * 1000 for i in range(5000)]
-    values.append(b"x" * 200_000 if bad != "not bytes" else 12345)
-    expected: type[BaseException] = TypeError if bad == "not bytes" else seglog.RecordTooLargeError
-    arg: Any = pa.array(values, type=pa.binary()) if bad.startswith("arrow") else values
+    values.append(b"x" * 200_000 if bad.endswith("too large") else b"last" if compacted else 12345)
+    keys: list[bytes | None] = [b"k"] * len(values)
+    if compacted:
+        keys[-1] = None  # a compacted topic refuses a record without a key
+    expected: type[BaseException] = {"not bytes": TypeError}.get(
+        bad, seglog.InvalidRecordError if compacted else seglog.RecordTooLargeError
+    )
+    arrow = bad.startswith("arrow")
+    arg: Any = pa.array(values, type=pa.binary()) if arrow else values
+    key_arg: Any = pa.array(keys, type=pa.binary()) if arrow else keys
     with seglog.Producer(store, linger_ms=600_000) as producer:
         with pytest.raises(expected):
-            producer.send_batch("t", arg, keys=[b"k"] * len(values))
+            producer.send_batch("t", arg, keys=key_arg)
         producer.flush()
         assert store.offsets("t", 0) == (0, 0), "the refused call wrote nothing"
-        assert producer.send_batch("t", values[:5000]) == [(0, 0, 4999)]
+        assert producer.send_batch("t", values[:5000], keys=keys[:5000]) == [(0, 0, 4999)]
     assert [r.value[:5] for r in store.read("t", 0, 4990)] == [b"%05d" % i for i in range(4990, 5000)]
 
 

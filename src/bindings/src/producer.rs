@@ -20,7 +20,7 @@ use seglog_core::client::producer::{
 use seglog_core::clock::now_ms;
 use seglog_core::error::Error;
 use seglog_core::record::HeaderRef;
-use seglog_core::record::{Compression, NewRecord, TimestampType};
+use seglog_core::record::{Compression, TimestampType};
 
 /// Where a record landed: Kafka's RecordMetadata.
 #[pyclass(frozen, module = "seglog", name = "RecordMetadata")]
@@ -370,14 +370,22 @@ impl Producer {
         // Every record is checked before the first is added: the sink hands full
         // batches to the sender while the rest are encoded, and a call refused
         // for one of its records must write none of them.
-        each_record(&values, keys.as_ref(), ts, |rec| sink.check(partition, rec).map_err(to_py))?;
-        each_record(&values, keys.as_ref(), ts, |rec| sink.add(partition, rec).map_err(to_py))?;
+        let values = values.spans()?;
+        let keys = keys.as_ref().map(ByteItems::spans).transpose()?;
+        sink.add_all(partition, ts, keys.as_deref(), &values).map_err(to_py)?;
         let groups = sink.finish().map_err(to_py)?;
         py.detach(|| {
             let mut out = Vec::new();
             for (p, cells) in groups {
                 let mut first = i64::MAX;
                 let mut last = i64::MIN;
+                // The sender completes a partition's batches in the order they
+                // were queued: waiting for the last first, the thread is woken
+                // once rather than once per batch, and the rest are then read
+                // in order (the first error in queue order is the one raised).
+                if let Some((last, _)) = cells.last() {
+                    last.wait(None);
+                }
                 for (cell, count) in cells {
                     match cell.wait(None) {
                         Some(Ok(d)) => {
@@ -417,23 +425,6 @@ impl Producer {
     fn closed(&self) -> bool {
         self.inner.is_closed()
     }
-}
-
-/// `f` on each record of a `send_batch` call, in order.
-fn each_record(
-    values: &ByteItems<'_>,
-    keys: Option<&ByteItems<'_>>,
-    timestamp: i64,
-    mut f: impl FnMut(&NewRecord<'_>) -> PyResult<()>,
-) -> PyResult<()> {
-    for i in 0..values.len() {
-        let key = match keys {
-            Some(k) => k.get(i)?,
-            None => None,
-        };
-        f(&NewRecord { timestamp, key, value: values.get(i)?, headers: &[] })?;
-    }
-    Ok(())
 }
 
 /// The items of `values`/`keys` for `send_batch`, taken once and then read
@@ -477,10 +468,10 @@ impl<'py> HeldBytes<'py> {
         Ok(HeldBytes { spans, _held: held })
     }
 
-    fn get(&self, i: usize) -> Option<&[u8]> {
-        // SAFETY: the pointer and length are those of a bytes object in `_held`,
+    fn spans(&self) -> Vec<Option<&[u8]>> {
+        // SAFETY: each pointer and length are those of a bytes object in `_held`,
         // alive as long as `self` and never changed (bytes are immutable).
-        self.spans[i].map(|(p, n)| unsafe { std::slice::from_raw_parts(p, n) })
+        self.spans.iter().map(|s| s.map(|(p, n)| unsafe { std::slice::from_raw_parts(p, n) })).collect()
     }
 }
 
@@ -557,29 +548,38 @@ impl ArrowBinary {
         Ok(Some(a))
     }
 
-    fn get(&self, i: usize) -> PyResult<Option<&[u8]>> {
-        let i = i + self.offset;
-        if let Some(v) = &self.validity {
-            if raw(v).get(i / 8).is_none_or(|byte| byte >> (i % 8) & 1 == 0) {
-                return Ok(None);
-            }
-        }
-        let offsets = raw(&self.offsets);
+    /// Every item's bytes (None where the validity bitmap says null), checked
+    /// once against the buffers: offsets that run backwards or past the data
+    /// are refused.
+    fn spans(&self) -> PyResult<Vec<Option<&[u8]>>> {
+        let width = if self.large { 8 } else { 4 };
+        let offsets = &raw(&self.offsets)[self.offset * width..(self.offset + self.len + 1) * width];
         let at = |j: usize| -> usize {
+            let b = &offsets[j * width..j * width + width];
             if self.large {
-                let mut b = [0u8; 8];
-                b.copy_from_slice(&offsets[j * 8..j * 8 + 8]);
-                i64::from_le_bytes(b) as usize
+                i64::from_le_bytes(b.try_into().unwrap_or_default()) as usize
             } else {
-                let mut b = [0u8; 4];
-                b.copy_from_slice(&offsets[j * 4..j * 4 + 4]);
-                i32::from_le_bytes(b) as usize
+                i32::from_le_bytes(b.try_into().unwrap_or_default()) as usize
             }
         };
+        let validity = self.validity.as_ref().map(raw);
         let data = self.data.as_ref().map_or(&[][..], raw);
-        data.get(at(i)..at(i + 1))
-            .map(Some)
-            .ok_or_else(|| PyValueError::new_err("pyarrow offsets point past the data buffer"))
+        let mut out = Vec::with_capacity(self.len);
+        let mut start = at(0);
+        for i in 0..self.len {
+            let end = at(i + 1);
+            let j = i + self.offset;
+            if validity.is_some_and(|v| v.get(j / 8).is_none_or(|byte| byte >> (j % 8) & 1 == 0)) {
+                out.push(None);
+            } else {
+                let item = data
+                    .get(start..end)
+                    .ok_or_else(|| PyValueError::new_err("pyarrow offsets point past the data buffer"))?;
+                out.push(Some(item));
+            }
+            start = end;
+        }
+        Ok(out)
     }
 }
 
@@ -608,10 +608,10 @@ impl<'py> ByteItems<'py> {
         }
     }
 
-    fn get(&self, i: usize) -> PyResult<Option<&[u8]>> {
+    fn spans(&self) -> PyResult<Vec<Option<&[u8]>>> {
         match self {
-            ByteItems::List(l) => Ok(l.get(i)),
-            ByteItems::Arrow(a) => a.get(i),
+            ByteItems::List(l) => Ok(l.spans()),
+            ByteItems::Arrow(a) => a.spans(),
         }
     }
 }

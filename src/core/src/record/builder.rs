@@ -3,7 +3,9 @@
 
 use super::batch::*;
 use super::compression::Compression;
-use super::varint::{put_varlong, size_of_varlong};
+use std::mem::MaybeUninit;
+
+use super::varint::{size_of_varlong, zigzag64};
 use crate::error::{CorruptBatch, Error};
 
 /// A record header as it goes into a batch: UTF-8 key bytes, nullable value.
@@ -24,14 +26,64 @@ fn size_of_bytes(b: Option<&[u8]>) -> usize {
     }
 }
 
-fn put_bytes(out: &mut Vec<u8>, b: Option<&[u8]>) {
-    match b {
-        None => put_varlong(out, -1),
-        Some(b) => {
-            put_varlong(out, b.len() as i64);
-            out.extend_from_slice(b);
+/// Writes into the spare capacity of a Vec reserved up front (see `write_into`):
+/// one capacity check for a whole record instead of one per byte pushed (the
+/// record encoder's hot loop). It holds the spare room as a plain slice, so
+/// that the Vec's length and pointer need not be reloaded after each byte.
+struct Room<'v> {
+    spare: &'v mut [MaybeUninit<u8>],
+    at: usize,
+}
+
+impl Room<'_> {
+    #[inline(always)]
+    fn byte(&mut self, b: u8) {
+        // Indexing panics rather than writing out of bounds if the reservation
+        // was short (a bug): never past the allocation.
+        self.spare[self.at].write(b);
+        self.at += 1;
+    }
+
+    #[inline(always)]
+    fn varlong(&mut self, v: i64) {
+        let mut u = zigzag64(v);
+        while u >= 0x80 {
+            self.byte((u as u8) | 0x80);
+            u >>= 7;
+        }
+        self.byte(u as u8);
+    }
+
+    #[inline(always)]
+    fn bytes(&mut self, b: Option<&[u8]>) {
+        match b {
+            None => self.varlong(-1),
+            Some(b) => {
+                self.varlong(b.len() as i64);
+                let to = &mut self.spare[self.at..self.at + b.len()];
+                // SAFETY: `to` is a bounds-checked span of exactly `b.len()`
+                // bytes (MaybeUninit<u8> has u8's layout); `b` is a shared
+                // borrow taken while the Vec is borrowed mutably, so the two
+                // cannot overlap.
+                unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), to.as_mut_ptr().cast::<u8>(), b.len()) };
+                self.at += b.len();
+            }
         }
     }
+}
+
+/// Reserves `room` bytes at the end of `buf`, lets `f` write at most that many
+/// there, and keeps what it wrote.
+#[inline(always)]
+fn write_into(buf: &mut Vec<u8>, room: usize, f: impl FnOnce(&mut Room<'_>)) {
+    buf.reserve(room);
+    let len = buf.len();
+    let mut w = Room { spare: &mut buf.spare_capacity_mut()[..room], at: 0 };
+    f(&mut w);
+    let written = w.at;
+    // SAFETY: `f` wrote the first `written` bytes of the spare capacity (each
+    // write went through a bounds-checked index into it).
+    unsafe { buf.set_len(len + written) };
 }
 
 /// Producer-side identity carried in a batch header (idempotence, transactions).
@@ -181,19 +233,21 @@ impl BatchBuilder {
             + size_of_bytes(rec.value)
             + size_of_varlong(rec.headers.len() as i64)
             + headers_size;
-        let out = &mut self.buf;
-        out.reserve(body + 5);
-        put_varlong(out, body as i64);
-        out.push(0); // record attributes: unused, always 0
-        put_varlong(out, ts_delta);
-        put_varlong(out, offset_delta);
-        put_bytes(out, rec.key);
-        put_bytes(out, rec.value);
-        put_varlong(out, rec.headers.len() as i64);
-        for (k, v) in rec.headers {
-            put_bytes(out, Some(k));
-            put_bytes(out, *v);
-        }
+        // The whole record is written into room made once (a varint of the body
+        // length takes at most 5 bytes): no capacity check per field.
+        write_into(&mut self.buf, body + 5, |w| {
+            w.varlong(body as i64);
+            w.byte(0); // record attributes: unused, always 0
+            w.varlong(ts_delta);
+            w.varlong(offset_delta);
+            w.bytes(rec.key);
+            w.bytes(rec.value);
+            w.varlong(rec.headers.len() as i64);
+            for (k, v) in rec.headers {
+                w.bytes(Some(k));
+                w.bytes(*v);
+            }
+        });
         self.count += 1;
     }
 

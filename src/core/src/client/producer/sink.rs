@@ -12,6 +12,10 @@ use crate::error::{Error, Result};
 use crate::record::{BatchBuilder, NewRecord};
 use crate::store::Topic;
 
+/// What a record without headers takes in a batch beyond its key and value,
+/// at most (its varints and attributes byte).
+const RECORD_OVERHEAD: usize = 21;
+
 /// See `Producer::batch_sink`. A batch is queued for the sender as soon as it
 /// is full, so that encoding the rest of a call overlaps with writing what is
 /// done; a caller that must write nothing when one record is refused checks
@@ -59,7 +63,7 @@ impl BatchSink<'_> {
         let size = rec.value.map_or(0, <[u8]>::len)
             + rec.key.map_or(0, <[u8]>::len)
             + rec.headers.iter().map(|(k, v)| k.len() + v.map_or(0, <[u8]>::len) + 10).sum::<usize>()
-            + 21;
+            + RECORD_OVERHEAD;
         let max = self.topic.config.max_message_bytes;
         if size + crate::record::batch::HEADER_LEN > max {
             return Err(Error::RecordTooLarge { size: size + crate::record::batch::HEADER_LEN, max });
@@ -71,12 +75,73 @@ impl BatchSink<'_> {
     /// default partitioner picks (by key, else sticky). A batch this fills is
     /// queued at once.
     pub fn add(&mut self, partition: Option<i32>, rec: &NewRecord<'_>) -> Result<()> {
-        let partition = match (partition, rec.key) {
+        let partition = self.pick(partition, rec.key);
+        let size = self.checked_size(partition, rec)?;
+        self.place(partition, rec, size)
+    }
+
+    /// Adds a run of records with one timestamp and no headers (a bulk send's
+    /// `keys[i]`, `values[i]`, keys all None when `keys` is), as `add` would one
+    /// by one, except that if any of them is refused none is added. What `add`
+    /// checks per record is checked once for the run where it is the same for
+    /// every record (partition, timestamp, a missing key), and by the largest
+    /// record for the size.
+    pub fn add_all(
+        &mut self,
+        partition: Option<i32>,
+        timestamp: i64,
+        keys: Option<&[Option<&[u8]>]>,
+        values: &[Option<&[u8]>],
+    ) -> Result<()> {
+        if keys.is_some_and(|k| k.len() != values.len()) {
+            return Err(Error::InvalidArgument(format!(
+                "{} keys for {} values",
+                keys.map_or(0, <[_]>::len),
+                values.len()
+            )));
+        }
+        if values.is_empty() {
+            return Ok(());
+        }
+        let key = |i: usize| keys.and_then(|k| k[i]);
+        let len = |b: Option<&[u8]>| b.map_or(0, <[u8]>::len);
+        let (mut largest, mut largest_at, mut keyless) = (0, 0, keys.is_none());
+        for (i, v) in values.iter().enumerate() {
+            let k = key(i);
+            keyless |= k.is_none();
+            let size = len(k) + len(*v);
+            if size > largest {
+                (largest, largest_at) = (size, i);
+            }
+        }
+        // The first keyless record if there is one (a compacted topic refuses it),
+        // else the largest: between them they meet every check the run can fail,
+        // and the one reported is a record the caller gave.
+        let probe =
+            if keyless { (0..values.len()).find(|&i| key(i).is_none()).unwrap_or(0) } else { largest_at };
+        for i in [probe, largest_at] {
+            self.check(partition, &NewRecord { timestamp, key: key(i), value: values[i], headers: &[] })?;
+        }
+        for (i, value) in values.iter().enumerate() {
+            let rec = NewRecord { timestamp, key: key(i), value: *value, headers: &[] };
+            let partition = self.pick(partition, rec.key);
+            self.place(partition, &rec, len(rec.key) + len(rec.value) + RECORD_OVERHEAD)?;
+        }
+        Ok(())
+    }
+
+    /// The partition a record goes to: the one given, else by key, else sticky.
+    fn pick(&mut self, partition: Option<i32>, key: Option<&[u8]>) -> i32 {
+        match (partition, key) {
             (Some(p), _) => p,
             (None, Some(k)) => partition_for_key(k, self.partitions()),
             (None, None) => self.sticky.partition(&self.name, self.partitions()),
-        };
-        let size = self.checked_size(partition, rec)?;
+        }
+    }
+
+    /// Appends a checked record of `size` to `partition`'s open batch, first
+    /// queueing that batch if the record would take it past the limit.
+    fn place(&mut self, partition: i32, rec: &NewRecord<'_>, size: usize) -> Result<()> {
         let compression = self.producer.shared.config.compression;
         let limit = self.limit;
         let slot = &mut self.open[partition as usize];
