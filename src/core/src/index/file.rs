@@ -290,14 +290,24 @@ impl IndexFile {
         self.len >= self.max_entries
     }
 
+    /// Entries that can still be added.
+    pub(super) fn room(&self) -> usize {
+        self.max_entries.saturating_sub(self.len)
+    }
+
     /// Makes sure the next entry can be written: the index takes entries and
     /// the entry's bytes have disk blocks behind them, so writing it through the
     /// mapping cannot fault on a full disk. Allocates a chunk ahead at a time.
     pub(super) fn reserve_next(&mut self) -> Result<()> {
+        self.reserve(1)
+    }
+
+    /// Makes sure `n` more entries have room and disk blocks.
+    pub(super) fn reserve(&mut self, n: usize) -> Result<()> {
         let Entries::Mapped(map) = &self.entries else {
             return Err(Error::ReadOnly("writing an index"));
         };
-        let end = (self.len + 1) * self.entry_size;
+        let end = (self.len + n) * self.entry_size;
         if end > map.len() {
             return Err(Error::ReadOnly("writing a full index"));
         }

@@ -31,9 +31,19 @@ impl Index<OffsetEntry> {
     /// next entry has room and disk blocks (a writer calls this before it
     /// writes the batch the entry is for).
     pub fn prepare_append(&mut self, offset: i64) -> Result<()> {
+        self.prepare_appends(offset, 1)
+    }
+
+    /// `prepare_append` for `n` entries, the last (largest) for `offset`.
+    pub fn prepare_appends(&mut self, offset: i64, n: usize) -> Result<()> {
         i32::try_from(offset - self.base_offset)
             .map_err(|_| Error::InvalidArgument(format!("offset {offset} overflows the index")))?;
-        self.file.reserve_next()
+        self.file.reserve(n)
+    }
+
+    /// Entries that can still be added.
+    pub fn room(&self) -> usize {
+        self.file.room()
     }
 
     pub fn append(&mut self, offset: i64, position: u32) -> Result<()> {

@@ -34,10 +34,21 @@ impl Index<TimeEntry> {
     /// Makes sure a `maybe_append` that adds an entry will succeed (see
     /// `OffsetIndex::prepare_append`).
     pub fn prepare_append(&mut self) -> Result<()> {
-        if self.file.is_full() {
+        self.prepare_appends(1)
+    }
+
+    /// `prepare_append` for `n` entries (as many as fit).
+    pub fn prepare_appends(&mut self, n: usize) -> Result<()> {
+        let n = n.min(self.file.room());
+        if n == 0 {
             return Ok(()); // maybe_append then adds nothing
         }
-        self.file.reserve_next()
+        self.file.reserve(n)
+    }
+
+    /// Entries that can still be added before the one kept for sealing.
+    pub fn room(&self) -> usize {
+        self.file.room().saturating_sub(1)
     }
 
     pub fn maybe_append(&mut self, timestamp: i64, offset: i64, is_final: bool) -> Result<()> {

@@ -71,6 +71,11 @@ pub fn internal_topic_error(name: &str, what: &str) -> Error {
     }
 }
 
+/// At most this many bytes and batches of one append go to a segment in one
+/// write (`append_buffers`).
+const RUN_BYTES: u64 = 1 << 20;
+const RUN_BATCHES: usize = 64;
+
 impl PartitionLog {
     pub(super) fn rules<'a>(&'a self, config: &LogConfig) -> BatchRules<'a> {
         BatchRules {
@@ -158,6 +163,14 @@ impl PartitionLog {
     /// is `OutOfOrderSequence`; from seglog's own writers only the epoch is
     /// checked. The state takes each batch in once it is written.
     pub fn append_as_leader(&self, mut buf: Vec<u8>, origin: AppendOrigin) -> Result<AppendInfo> {
+        self.append_buffers(&mut [&mut buf[..]], origin)
+    }
+
+    /// `append_as_leader` of the batches of several buffers, in order, as one
+    /// append (all or nothing). Batches bound for the same segment are written
+    /// with one `pwritev` (up to `RUN_BYTES`): one 64 KiB write per batch was
+    /// half the speed of the same bytes in 256 KiB writes here.
+    pub fn append_buffers(&self, bufs: &mut [&mut [u8]], origin: AppendOrigin) -> Result<AppendInfo> {
         if self.read_only {
             return Err(Error::ReadOnly("append"));
         }
@@ -169,19 +182,21 @@ impl PartitionLog {
         let now = now_ms();
         // Find the batch boundaries first, refusing the whole append if any is bad.
         let mut bounds = Vec::new();
-        let mut pos = 0;
-        while pos < buf.len() {
-            let rest = &buf[pos..];
-            let (size, count, last_delta, max_ts) = if origin == AppendOrigin::Client {
-                let (b, valid) = rules.validate_client_batch(rest, now)?;
-                (b.size(), valid.records, b.last_offset_delta(), Some(valid.max_timestamp))
-            } else {
-                let b = RecordBatch::parse_header(rest)?;
-                rules.check_size(&b)?;
-                (b.size(), b.records_count(), b.last_offset_delta(), None)
-            };
-            bounds.push((pos, size, count, last_delta, max_ts));
-            pos += size;
+        for (at, buf) in bufs.iter().enumerate() {
+            let mut pos = 0;
+            while pos < buf.len() {
+                let rest = &buf[pos..];
+                let (size, count, last_delta, max_ts) = if origin == AppendOrigin::Client {
+                    let (b, valid) = rules.validate_client_batch(rest, now)?;
+                    (b.size(), valid.records, b.last_offset_delta(), Some(valid.max_timestamp))
+                } else {
+                    let b = RecordBatch::parse_header(rest)?;
+                    rules.check_size(&b)?;
+                    (b.size(), b.records_count(), b.last_offset_delta(), None)
+                };
+                bounds.push((at, pos, size, count, last_delta, max_ts));
+                pos += size;
+            }
         }
         if bounds.is_empty() {
             return Err(Error::InvalidArgument("nothing to append: no record batch given".into()));
@@ -199,7 +214,7 @@ impl PartitionLog {
                 self.topic, self.partition
             )));
         }
-        let span: i64 = bounds.iter().map(|b| i64::from(b.3.max(0)) + 1).sum();
+        let span: i64 = bounds.iter().map(|b| i64::from(b.4.max(0)) + 1).sum();
         if first > super::MAX_OFFSET - span {
             return Err(Error::InvalidArgument(format!(
                 "offsets from {first} for {span} more would pass the largest offset a log holds ({})",
@@ -209,8 +224,8 @@ impl PartitionLog {
         // Each batch's producer fields with the offsets it is about to get.
         let mut producer_batches = Vec::with_capacity(bounds.len());
         let mut next = first;
-        for &(pos, size, _, last_delta, max_ts) in &bounds {
-            let b = RecordBatch::header_only(&buf[pos..pos + size])?;
+        for &(at, pos, size, _, last_delta, max_ts) in &bounds {
+            let b = RecordBatch::header_only(&bufs[at][pos..pos + size])?;
             let ts = if log_append_time >= 0 { log_append_time } else { max_ts.unwrap_or(b.max_timestamp()) };
             producer_batches.push(ProducerBatch::of(&b, next, ts));
             next += i64::from(last_delta.max(0)) + 1;
@@ -229,11 +244,11 @@ impl PartitionLog {
                 });
             }
         }
+        // Each batch's offsets, leader epoch and timestamps, set in place.
+        let mut infos = Vec::with_capacity(bounds.len());
         let mut next = first;
-        let mut records = 0i64;
-        let mut written = Ok(());
-        for (&(pos, size, count, last_delta, max_ts), producer) in bounds.iter().zip(&producer_batches) {
-            let bytes = &mut buf[pos..pos + size];
+        for &(at, pos, size, count, last_delta, max_ts) in &bounds {
+            let bytes = &mut bufs[at][pos..pos + size];
             set_base_offset(bytes, next);
             set_partition_leader_epoch(bytes, epoch);
             if log_append_time >= 0 {
@@ -245,36 +260,59 @@ impl PartitionLog {
             }
             let max_timestamp = match RecordBatch::parse_header(bytes) {
                 Ok(b) => b.max_timestamp(),
-                Err(e) => {
-                    written = Err(e.into());
-                    break;
-                }
+                Err(e) => return Err(self.give_up_append(first, first, e.into(), &mut w)),
             };
-            let info = BatchInfo {
+            infos.push(BatchInfo {
                 position: 0,
                 size: size as u64,
                 base_offset: next,
                 last_offset: next + i64::from(last_delta),
                 max_timestamp,
                 records: count,
+            });
+            next += i64::from(last_delta) + 1;
+        }
+        let parts: Vec<&[u8]> =
+            bounds.iter().map(|&(at, pos, size, ..)| &bufs[at][pos..pos + size]).collect();
+        // Then the writes: runs of batches for one segment, each run in one write.
+        let mut next = first;
+        let mut records = 0i64;
+        let mut written = Ok(());
+        let mut run: Option<(Arc<Segment>, usize)> = None; // its segment and first batch
+        for i in 0..=infos.len() {
+            let joins = match (&run, infos.get(i)) {
+                (Some((seg, start)), Some(info)) => self.run_takes(seg, &infos[*start..i], info, &config),
+                _ => false,
             };
+            if !joins {
+                if let Some((seg, start)) = run.take() {
+                    written = seg.append_run(&parts[start..i], &infos[start..i], config.index_interval_bytes);
+                    if let Err(e) = &written {
+                        self.note_write_error(e);
+                        break;
+                    }
+                    for (info, producer) in infos[start..i].iter().zip(&producer_batches[start..i]) {
+                        if let Some(p) = producer {
+                            w.producers.apply(p);
+                        }
+                        next = info.last_offset + 1;
+                        records += i64::from(info.records);
+                    }
+                }
+            }
+            let Some(info) = infos.get(i) else { break };
             // Kafka's order: the epoch's start is recorded before its first
             // batch is written, so no batch is ever on disk without it.
-            written = self
-                .epochs
-                .lock()
-                .assign(epoch, next)
-                .and_then(|_| self.maybe_roll(&config, &info, &mut w.producers))
-                .and_then(|seg| seg.append(bytes, &info, config.index_interval_bytes));
+            written = self.epochs.lock().assign(epoch, info.base_offset).map(|_| ());
+            if !joins {
+                written = written.and_then(|_| self.maybe_roll(&config, info, &mut w.producers)).map(|seg| {
+                    run = Some((seg, i));
+                });
+            }
             if let Err(e) = &written {
                 self.note_write_error(e);
                 break;
             }
-            if let Some(p) = producer {
-                w.producers.apply(p);
-            }
-            next = info.last_offset + 1;
-            records += i64::from(count);
         }
         if let Err(e) = written {
             // Nothing of a failed append may stay: earlier batches of it were
@@ -348,6 +386,32 @@ impl PartitionLog {
             self.flush_to(next, false)?;
         }
         Ok(())
+    }
+
+    /// Whether `info`'s batch can be written with the run `batches` (not yet
+    /// written) to `seg`: the run stays within `RUN_BYTES` and `RUN_BATCHES`,
+    /// and nothing `maybe_roll` checks would have rolled the segment before it
+    /// had the run been written batch by batch (a doubt ends the run: the batch
+    /// then goes through `maybe_roll` after the run is written).
+    fn run_takes(&self, seg: &Segment, batches: &[BatchInfo], info: &BatchInfo, config: &LogConfig) -> bool {
+        let bytes: u64 = batches.iter().map(|b| b.size).sum();
+        if batches.len() >= RUN_BATCHES || bytes + info.size > RUN_BYTES {
+            return false;
+        }
+        let size = seg.size() + bytes;
+        let first_timestamp = match batches.first() {
+            Some(b) if seg.size() == 0 => Some(b.max_timestamp),
+            _ => match seg.first_batch_timestamp() {
+                Ok(ts) => ts,
+                Err(_) => return false,
+            },
+        };
+        let too_old = first_timestamp
+            .is_some_and(|ts| ts >= 0 && info.max_timestamp.saturating_sub(ts) > config.segment_ms);
+        size + info.size <= config.segment_bytes
+            && !too_old
+            && info.last_offset - seg.base_offset <= i64::from(i32::MAX)
+            && seg.index_room() > batches.len()
     }
 
     /// Rolls to a new segment when Kafka would: the batch would overflow

@@ -103,3 +103,100 @@ fn timestamps_follow_the_topics_bounds() {
     log.append_as_leader(batch(&["x"], now), AppendOrigin::Client).unwrap();
     assert_eq!(log.log_end_offset(), 1);
 }
+
+/// Every file of a partition directory, by name, with its bytes.
+fn dir_contents(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out: Vec<(String, Vec<u8>)> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), fs::read(&p).unwrap()))
+        .collect();
+    out.sort();
+    out
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 32, ..Default::default() })]
+
+    /// Batches appended in groups (one write per run of batches for a segment)
+    /// leave the very files that the same batches appended one by one leave:
+    /// the same segments rolled at the same offsets (by size, by time, by a
+    /// full index), the same index entries, the same end offset. Small
+    /// segments, indexes and index intervals make every rule fire inside runs.
+    #[test]
+    fn batches_written_in_runs_leave_the_files_one_by_one_leaves(
+        batches in proptest::collection::vec((1usize..40, 0i64..3_000), 1..60),
+        groups in proptest::collection::vec(1usize..12, 1..60),
+        segment_bytes in 2_000u64..40_000,
+        index_entries in 2usize..12,
+        index_interval_bytes in 0u64..6_000,
+    ) {
+        let config = || LogConfig {
+            segment_bytes,
+            segment_ms: 4_000,
+            segment_index_bytes: index_entries * 12,
+            index_interval_bytes,
+            ..LogConfig::default()
+        };
+        let one_by_one = tempfile::tempdir().unwrap();
+        let in_runs = tempfile::tempdir().unwrap();
+        let (a, b) = (open(one_by_one.path(), config()), open(in_runs.path(), config()));
+        let mut ts = 1_000_000;
+        let built: Vec<Vec<u8>> = batches
+            .iter()
+            .enumerate()
+            .map(|(i, &(n, step))| {
+                ts += step;
+                let values: Vec<String> = (0..n).map(|j| format!("{i}-{j}-{}", "v".repeat(j % 50))).collect();
+                batch(&values.iter().map(String::as_str).collect::<Vec<_>>(), ts)
+            })
+            .collect();
+        for bytes in &built {
+            a.append_as_leader(bytes.clone(), AppendOrigin::Embedded).unwrap();
+        }
+        let mut rest = &built[..];
+        for &g in groups.iter().cycle() {
+            if rest.is_empty() {
+                break;
+            }
+            let (now, later) = rest.split_at(g.min(rest.len()));
+            let mut copies: Vec<Vec<u8>> = now.to_vec();
+            let mut bufs: Vec<&mut [u8]> = copies.iter_mut().map(|c| &mut c[..]).collect();
+            let info = b.append_buffers(&mut bufs, AppendOrigin::Embedded).unwrap();
+            proptest::prop_assert_eq!(info.last_offset + 1, b.log_end_offset());
+            rest = later;
+        }
+        proptest::prop_assert_eq!(a.log_end_offset(), b.log_end_offset());
+        proptest::prop_assert_eq!(values(&a), values(&b));
+        proptest::prop_assert_eq!(dir_contents(&one_by_one.path().join("t-0")), dir_contents(&in_runs.path().join("t-0")));
+    }
+}
+
+#[test]
+fn a_run_that_fails_part_way_leaves_nothing_and_the_log_goes_on() {
+    let small = crate::small_fs::SmallFs::new(1 << 20);
+    let log = open(small.path(), LogConfig::default());
+    log.append_as_leader(batch(&["a"], 1), AppendOrigin::Embedded).unwrap();
+    let good = log.size_bytes();
+    small.fill(64 << 10);
+    // Eight batches of ~12 KB, about 100 KB in one write: more than is left.
+    let big: Vec<String> = (0..100).map(|i| format!("{i:03}{}", "x".repeat(117))).collect();
+    let big: Vec<&str> = big.iter().map(String::as_str).collect();
+    let mut copies: Vec<Vec<u8>> = (0..8).map(|_| batch(&big, 2)).collect();
+    let mut bufs: Vec<&mut [u8]> = copies.iter_mut().map(|c| &mut c[..]).collect();
+    let err = log.append_buffers(&mut bufs, AppendOrigin::Embedded).unwrap_err();
+    assert!(
+        matches!(&err, Error::IoAt { source, .. } if source.raw_os_error() == Some(libc::ENOSPC)),
+        "{err}"
+    );
+    assert_eq!(log.log_end_offset(), 1, "no batch of the failed run stays");
+    assert_eq!(log.size_bytes(), good, "nor any of its bytes");
+    small.free();
+    let mut copies: Vec<Vec<u8>> = (0..8).map(|_| batch(&big, 2)).collect();
+    let mut bufs: Vec<&mut [u8]> = copies.iter_mut().map(|c| &mut c[..]).collect();
+    let info = log.append_buffers(&mut bufs, AppendOrigin::Embedded).unwrap();
+    assert_eq!((info.base_offset, info.last_offset), (1, 800));
+    let got = values(&log);
+    assert_eq!(got.len(), 801);
+    assert_eq!(got[800], (800, big[99].to_string()));
+}

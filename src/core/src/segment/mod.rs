@@ -352,51 +352,94 @@ impl Segment {
     /// index is only touched once the batch is in the file. If even the cut fails,
     /// the segment refuses appends until a later one manages it.
     pub fn append(&self, batch: &[u8], info: &BatchInfo, index_interval: u64) -> Result<()> {
+        self.append_run(&[batch], std::slice::from_ref(info), index_interval)
+    }
+
+    /// `append` of consecutive batches (`infos[i]` describes `batches[i]`) with
+    /// one write: the file and indexes end exactly as after appending them one
+    /// by one, and a failed write leaves none of them. The caller makes sure the
+    /// indexes have room for an entry per batch (`index_room`).
+    pub fn append_run(&self, batches: &[&[u8]], infos: &[BatchInfo], index_interval: u64) -> Result<()> {
         if !self.writable {
             return Err(Error::ReadOnly("append"));
+        }
+        if batches.len() != infos.len() || batches.is_empty() {
+            return Err(Error::InvalidArgument(format!(
+                "{} batches described by {} infos",
+                batches.len(),
+                infos.len()
+            )));
         }
         let position = self.size();
         if self.torn.load(Ordering::Acquire) {
             self.cut_back(position)?;
         }
-        let pos = u32::try_from(position).map_err(|_| {
-            Error::InvalidArgument(format!("segment position {position} overflows the index"))
-        })?;
-        // Everything that can refuse the index entry is checked before the
+        let total: u64 = batches.iter().map(|b| b.len() as u64).sum();
+        // Where each batch starts, as the index stores it.
+        let mut starts = Vec::with_capacity(batches.len());
+        let mut at = position;
+        for b in batches {
+            starts.push(
+                u32::try_from(at).map_err(|_| {
+                    Error::InvalidArgument(format!("segment position {at} overflows the index"))
+                })?,
+            );
+            at += b.len() as u64;
+        }
+        // Which batches get an index entry: the same rule as one by one.
+        let indexed: Vec<bool> = {
+            let ix = self.indexes.lock();
+            let mut since = ix.bytes_since_last_entry;
+            batches
+                .iter()
+                .map(|b| {
+                    let index_it = since > index_interval;
+                    since = (if index_it { 0 } else { since }) + b.len() as u64;
+                    index_it
+                })
+                .collect()
+        };
+        // Everything that can refuse the index entries is checked before the
         // write (only the writer changes the indexes meanwhile); readers' index
         // lookups are not held up by the write.
-        let index_it = {
+        let entries = indexed.iter().filter(|&&i| i).count();
+        if entries > 0 {
             let mut ix = self.indexes.lock();
-            let index_it = ix.bytes_since_last_entry > index_interval;
-            if index_it {
-                ix.offsets.prepare_append(info.last_offset)?;
-                ix.times.prepare_append()?;
-            }
-            index_it
-        };
-        if let Err(e) = self.log.write_all_at(batch, position) {
+            let last = infos.iter().zip(&indexed).filter(|(_, &i)| i).map(|(info, _)| info.last_offset).max();
+            ix.offsets.prepare_appends(last.unwrap_or(infos[0].last_offset), entries)?;
+            ix.times.prepare_appends(entries)?;
+        }
+        if let Err(e) = write_all_vectored_at(&self.log, batches, position) {
             let e = Error::at(&self.log_path)(e);
             self.cut_back(position)?;
             return Err(e);
         }
         let mut ix = self.indexes.lock();
-        if ix.first_batch_timestamp.is_none() && position == 0 {
-            ix.first_batch_timestamp = Some(info.max_timestamp);
+        for ((info, &pos), (&index_it, batch)) in infos.iter().zip(&starts).zip(indexed.iter().zip(batches)) {
+            if ix.first_batch_timestamp.is_none() && pos == 0 {
+                ix.first_batch_timestamp = Some(info.max_timestamp);
+            }
+            if info.max_timestamp > ix.max_timestamp_so_far {
+                ix.max_timestamp_so_far = info.max_timestamp;
+                ix.offset_of_max_timestamp = info.last_offset;
+            }
+            if index_it {
+                ix.offsets.append(info.last_offset, pos)?;
+                let (ts, off) = (ix.max_timestamp_so_far, ix.offset_of_max_timestamp);
+                ix.times.maybe_append(ts, off, false)?;
+                ix.bytes_since_last_entry = 0;
+            }
+            ix.bytes_since_last_entry += batch.len() as u64;
         }
-        if info.max_timestamp > ix.max_timestamp_so_far {
-            ix.max_timestamp_so_far = info.max_timestamp;
-            ix.offset_of_max_timestamp = info.last_offset;
-        }
-        if index_it {
-            ix.offsets.append(info.last_offset, pos)?;
-            let (ts, off) = (ix.max_timestamp_so_far, ix.offset_of_max_timestamp);
-            ix.times.maybe_append(ts, off, false)?;
-            ix.bytes_since_last_entry = 0;
-        }
-        ix.bytes_since_last_entry += batch.len() as u64;
         drop(ix);
-        self.size.store(position + batch.len() as u64, Ordering::Release);
+        self.size.store(position + total, Ordering::Release);
         Ok(())
+    }
+
+    /// Index entries this segment can still take (the fewer of its two indexes').
+    pub fn index_room(&self) -> usize {
+        let ix = self.indexes.lock();
+        ix.offsets.room().min(ix.times.room())
     }
 
     /// Cuts the log file back to `size`, the end of its last whole batch, after
@@ -932,6 +975,42 @@ impl AsFd for Segment {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.log.as_fd()
     }
+}
+
+/// Writes all of `parts`, back to back, at `offset` of `file` (`pwritev`,
+/// continued after a short write or an interrupted call).
+fn write_all_vectored_at(file: &File, parts: &[&[u8]], offset: u64) -> std::io::Result<()> {
+    use std::io::IoSlice;
+    use std::os::fd::AsRawFd;
+    // At most IOV_MAX (1024 on Linux) slices per call.
+    const MAX_SLICES: usize = 1024;
+    let mut slices: Vec<IoSlice<'_>> = parts.iter().map(|p| IoSlice::new(p)).collect();
+    let mut rest = &mut slices[..];
+    let mut offset = offset;
+    IoSlice::advance_slices(&mut rest, 0); // drops leading empty parts
+    while !rest.is_empty() {
+        let n = rest.len().min(MAX_SLICES);
+        let off = libc::off_t::try_from(offset).map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "file offset overflows off_t")
+        })?;
+        // SAFETY: IoSlice is ABI-compatible with iovec on Unix (std documents
+        // it), and `rest[..n]` are live slices borrowed for the call.
+        let wrote =
+            unsafe { libc::pwritev(file.as_raw_fd(), rest.as_ptr().cast::<libc::iovec>(), n as i32, off) };
+        if wrote < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if wrote == 0 {
+            return Err(std::io::Error::new(std::io::ErrorKind::WriteZero, "pwritev wrote nothing"));
+        }
+        offset += wrote as u64;
+        IoSlice::advance_slices(&mut rest, wrote as usize);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -10,6 +10,10 @@ use super::Acks;
 use crate::error::Error;
 use crate::log::{AppendOrigin, PartitionLog};
 
+/// Ready batches for one partition are appended together up to this many
+/// bytes (see `PartitionLog::append_buffers`).
+const GROUP_BYTES: usize = 1 << 20;
+
 pub(super) fn sender_loop(shared: &Shared) {
     let linger = shared.config.linger;
     loop {
@@ -55,31 +59,63 @@ pub(super) fn sender_loop(shared: &Shared) {
             batch
         };
         let mut done: Vec<(Arc<DeliveryCell>, DeliveryResult)> = Vec::with_capacity(batch.len());
-        let mut durable: Vec<(Arc<PartitionLog>, i64, usize)> = Vec::new();
+        // Per append that must be fsynced: its log, end offset and results.
+        let mut durable: Vec<(Arc<PartitionLog>, i64, std::ops::Range<usize>)> = Vec::new();
         let mut freed = 0;
-        for b in batch {
-            freed += b.bytes;
-            let r = b.builder.build().and_then(|buf| b.log.append_as_leader(buf, AppendOrigin::Embedded));
-            match r {
+        let mut batch = batch.into_iter().peekable();
+        while let Some(first) = batch.next() {
+            // Consecutive batches for the same partition go in one append (one
+            // write); a batch that fails to build fails alone.
+            let log = first.log.clone();
+            let mut group = vec![first];
+            let mut bytes = group[0].bytes;
+            while let Some(b) = batch.next_if(|b| Arc::ptr_eq(&b.log, &log) && bytes + b.bytes <= GROUP_BYTES)
+            {
+                bytes += b.bytes;
+                group.push(b);
+            }
+            freed += bytes;
+            let mut built = Vec::with_capacity(group.len());
+            let mut cells = Vec::with_capacity(group.len());
+            for b in group {
+                let count = b.builder.len();
+                match b.builder.build() {
+                    Ok(buf) => {
+                        built.push(buf);
+                        cells.push((b.cell, count));
+                    }
+                    Err(e) => done.push((b.cell, Err(Arc::new(e)))),
+                }
+            }
+            if built.is_empty() {
+                continue;
+            }
+            let mut bufs: Vec<&mut [u8]> = built.iter_mut().map(|b| &mut b[..]).collect();
+            match log.append_buffers(&mut bufs, AppendOrigin::Embedded) {
                 Ok(info) => {
-                    let idx = done.len();
-                    done.push((
-                        b.cell,
-                        Ok(Delivered {
-                            base_offset: info.base_offset,
-                            log_append_time: info.log_append_time,
-                        }),
-                    ));
+                    // The builders' batches hold their records at consecutive offsets.
+                    let mut base = info.base_offset;
+                    let from = done.len();
+                    for (cell, count) in cells {
+                        done.push((
+                            cell,
+                            Ok(Delivered { base_offset: base, log_append_time: info.log_append_time }),
+                        ));
+                        base += i64::from(count);
+                    }
                     if shared.config.acks == Acks::Durable {
-                        durable.push((b.log, info.last_offset + 1, idx));
+                        durable.push((log, info.last_offset + 1, from..done.len()));
                     }
                 }
-                Err(e) => done.push((b.cell, Err(Arc::new(e)))),
+                Err(e) => {
+                    let e = Arc::new(e);
+                    done.extend(cells.into_iter().map(|(cell, _)| (cell, Err(e.clone()))));
+                }
             }
         }
         // One fsync per partition covers every batch appended to it above.
         let mut synced: Vec<(*const PartitionLog, std::result::Result<(), Arc<Error>>)> = Vec::new();
-        for (log, end, idx) in durable.iter().rev() {
+        for (log, end, results) in durable.iter().rev() {
             let key = Arc::as_ptr(log);
             let r = match synced.iter().find(|(k, _)| *k == key) {
                 Some((_, r)) => r.clone(),
@@ -90,7 +126,9 @@ pub(super) fn sender_loop(shared: &Shared) {
                 }
             };
             if let Err(e) = r {
-                done[*idx].1 = Err(e);
+                for result in &mut done[results.clone()] {
+                    result.1 = Err(e.clone());
+                }
             }
         }
         // Every result is set before any callback runs: a callback may wait for
