@@ -9,7 +9,11 @@ partition, so all sources get 2 tasks), then on one local[2] SparkSession times
 `count(*), sum(length(value))` over each source: the store opened by the
 executors (`path`), the same store served by a `seglog.Broker` in this process
 (`kafka.bootstrap.servers`: Fetch requests decoded into Arrow in Rust), and
-Parquet; one warm-up, then the best of R runs. Also times a batch write of the N
+Parquet. The reads run in rounds, each source once per round in turn (path
+and Parquet, then, with the broker up, the broker and Parquet), after a
+warm-up round: so that every source meets the JVM equally warmed up. Prints
+the best of R rounds and the median over rounds of each round's ratio to the
+Parquet run of the same round. Also times a batch write of the N
 records into a seglog topic, through `path` (2 tasks that take the store's writer
 lock in turn) and through the broker (2 tasks producing with acks=all). Prints
 rows/s and the ratios.
@@ -20,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -61,6 +66,25 @@ def build(root: Path, n: int, value_bytes: int) -> tuple[Path, Path]:
     return store_path, parquet_dir
 
 
+def rounds(runs: int, cases: dict[str, Any]) -> dict[str, list[float]]:
+    """Each case once per round, in turn, after a warm-up round; the times."""
+    for f in cases.values():
+        f()  # warm-up: Python workers, JIT, page cache
+    times: dict[str, list[float]] = {k: [] for k in cases}
+    for _ in range(runs):
+        for k, f in cases.items():
+            t = time.perf_counter()
+            f()
+            times[k].append(time.perf_counter() - t)
+    return times
+
+
+def median_ratio(fast: list[float], slow: list[float]) -> float:
+    """The median over rounds of slow[i] / fast[i] (rows/s of `fast`'s source
+    over those of `slow`'s, round by round)."""
+    return statistics.median(s / f for f, s in zip(fast, slow, strict=True))
+
+
 def best_of(runs: int, f: Any) -> float:
     f()  # warm-up: Python workers, JIT, page cache
     times = []
@@ -75,7 +99,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--value-bytes", type=int, default=100)
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--json", type=Path, help="also write the figures to this file")
     args = ap.parse_args()
     n = args.records
@@ -125,14 +149,17 @@ def main() -> None:
                 "topic", topic
             ).option("kafka.bootstrap.servers", servers).mode("append").save()
 
-        t_seglog = best_of(args.runs, seglog_read)
-        t_parquet = best_of(args.runs, parquet_read)
+        first = rounds(args.runs, {"path": seglog_read, "parquet": parquet_read})
         t_write = best_of(args.runs, seglog_write)
         # The broker holds the store's writer lock, so its figures come last.
         with seglog.Broker(store_path) as broker:
             servers = broker.bootstrap_servers
-            t_broker = best_of(args.runs, broker_read)
+            second = rounds(args.runs, {"broker": broker_read, "parquet": parquet_read})
             t_broker_write = best_of(args.runs, broker_write)
+        t_seglog, t_broker = min(first["path"]), min(second["broker"])
+        t_parquet = min(first["parquet"] + second["parquet"])
+        path_ratio = median_ratio(first["path"], first["parquet"])
+        broker_ratio = median_ratio(second["broker"], second["parquet"])
         spark.stop()
 
     figures = {
@@ -143,6 +170,9 @@ def main() -> None:
         "parquet_read_s": round(t_parquet, 3),
         "parquet_read_rows_per_s": round(n / t_parquet),
         "seglog_over_parquet": round(t_parquet / t_seglog, 3),
+        "seglog_over_parquet_median_round": round(path_ratio, 3),
+        "broker_over_parquet_median_round": round(broker_ratio, 3),
+        "rounds": {"path_and_parquet": first, "broker_and_parquet": second},
         "broker_read_s": round(t_broker, 3),
         "broker_read_rows_per_s": round(n / t_broker),
         "broker_over_path": round(t_seglog / t_broker, 3),
@@ -152,11 +182,18 @@ def main() -> None:
         "broker_write_s": round(t_broker_write, 3),
         "broker_write_rows_per_s": round(n / t_broker_write),
     }
-    print(f"Spark reads seglog, path  : {n / t_seglog:12,.0f} rows/s  ({t_seglog:.2f}s, best of {args.runs})")
+    best = f"best of {args.runs} rounds"
+    print(f"Spark reads seglog, path  : {n / t_seglog:12,.0f} rows/s  ({t_seglog:.2f}s, {best})")
     print(f"Spark reads seglog, broker: {n / t_broker:12,.0f} rows/s  ({t_broker:.2f}s)")
     print(f"Spark reads Parquet       : {n / t_parquet:12,.0f} rows/s  ({t_parquet:.2f}s)")
-    print(f"path / Parquet            : {t_parquet / t_seglog:.2f}x the rows/s")
-    print(f"broker / Parquet          : {t_parquet / t_broker:.2f}x the rows/s")
+    print(
+        f"path / Parquet            : {t_parquet / t_seglog:.2f}x the rows/s (best of each); "
+        f"median of the rounds' ratios {path_ratio:.2f}x"
+    )
+    print(
+        f"broker / Parquet          : {t_parquet / t_broker:.2f}x the rows/s (best of each); "
+        f"median of the rounds' ratios {broker_ratio:.2f}x"
+    )
     print(f"broker / path             : {t_seglog / t_broker:.2f}x the rows/s")
     print(
         f"Spark writes seglog, path  : {n / t_write:12,.0f} rows/s  ({t_write:.2f}s, 2 tasks, "
