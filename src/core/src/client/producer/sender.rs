@@ -9,6 +9,7 @@ use super::delivery::{Callback, Delivered, DeliveryCell, DeliveryResult};
 use super::Acks;
 use crate::error::Error;
 use crate::log::{AppendOrigin, PartitionLog};
+use crate::record::RecordBatch;
 
 /// Ready batches for one partition are appended together up to this many
 /// bytes (see `PartitionLog::append_buffers`).
@@ -75,41 +76,45 @@ pub(super) fn sender_loop(shared: &Shared) {
                 group.push(b);
             }
             freed += bytes;
-            let mut built = Vec::with_capacity(group.len());
-            let mut cells = Vec::with_capacity(group.len());
+            // Each batch built (a batch whose codec fails fails alone), then the
+            // built ones appended together.
+            let mut built: Vec<Vec<u8>> = Vec::with_capacity(group.len());
+            let mut outcomes: Vec<(Arc<DeliveryCell>, Option<Error>)> = Vec::with_capacity(group.len());
             for b in group {
-                let count = b.builder.len();
                 match b.builder.build() {
                     Ok(buf) => {
                         built.push(buf);
-                        cells.push((b.cell, count));
+                        outcomes.push((b.cell, None));
                     }
-                    Err(e) => done.push((b.cell, Err(Arc::new(e)))),
+                    Err(e) => outcomes.push((b.cell, Some(e))),
                 }
-            }
-            if built.is_empty() {
-                continue;
             }
             let mut bufs: Vec<&mut [u8]> = built.iter_mut().map(|b| &mut b[..]).collect();
-            match log.append_buffers(&mut bufs, AppendOrigin::Embedded) {
-                Ok(info) => {
-                    // The builders' batches hold their records at consecutive offsets.
-                    let mut base = info.base_offset;
-                    let from = done.len();
-                    for (cell, count) in cells {
-                        done.push((
-                            cell,
-                            Ok(Delivered { base_offset: base, log_append_time: info.log_append_time }),
-                        ));
-                        base += i64::from(count);
+            let appended = if bufs.is_empty() {
+                Err(Arc::new(Error::InvalidArgument("no batch to append".into())))
+            } else {
+                log.append_buffers(&mut bufs, AppendOrigin::Embedded).map_err(Arc::new)
+            };
+            // Results in queue order: the callbacks of a partition run in order.
+            let from = done.len();
+            let mut built = built.iter();
+            for (cell, failed) in outcomes {
+                let result = match (failed, &appended) {
+                    (Some(e), _) => Err(Arc::new(e)),
+                    (None, Err(e)) => Err(e.clone()),
+                    (None, Ok(info)) => {
+                        // The append set each batch's base offset in its buffer.
+                        let buf = built.next().map_or(&[][..], |b| &b[..]);
+                        let base =
+                            RecordBatch::header_only(buf).map_or(info.base_offset, |b| b.base_offset());
+                        Ok(Delivered { base_offset: base, log_append_time: info.log_append_time })
                     }
-                    if shared.config.acks == Acks::Durable {
-                        durable.push((log, info.last_offset + 1, from..done.len()));
-                    }
-                }
-                Err(e) => {
-                    let e = Arc::new(e);
-                    done.extend(cells.into_iter().map(|(cell, _)| (cell, Err(e.clone()))));
+                };
+                done.push((cell, result));
+            }
+            if let Ok(info) = &appended {
+                if shared.config.acks == Acks::Durable {
+                    durable.push((log, info.last_offset + 1, from..done.len()));
                 }
             }
         }
