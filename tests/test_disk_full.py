@@ -179,3 +179,37 @@ def test_a_create_that_fails_on_a_full_disk_leaves_nothing(small_fs: Path) -> No
         f.unlink()
     store.create_topic("t", partitions=2)
     store.close()
+
+
+def test_on_a_full_disk_each_future_tells_the_truth_about_its_record(small_fs: Path) -> None:
+    # The producer's sender appends the batches it finds ready for a partition in
+    # one write, which fails or lands whole. On a disk that fills up, the records
+    # in the log must be exactly those whose futures succeeded, at the offsets
+    # they reported, and every other future must have failed with ENOSPC.
+    store = seglog.open(small_fs / "store")
+    store.create_topic("t", config={"segment.index.bytes": 64 * 1024})
+    with seglog.Producer(store, linger_ms=600_000, batch_size=2048) as producer:
+        first = producer.send("t", b"first", partition=0)
+        producer.flush()
+        assert first.get(10).offset == 0
+        fillers = fill(small_fs)
+        values = [b"%03d" % i + b"x" * 500 for i in range(100)]
+        futures = [producer.send("t", v, partition=0) for v in values]
+        producer.flush()
+        landed = {}
+        for v, f in zip(values, futures, strict=True):
+            if f.exception is None:
+                landed[f.get(0).offset] = v
+            else:
+                assert isinstance(f.exception, OSError) and f.exception.errno == errno.ENOSPC, f.exception
+        assert len(landed) < len(values), "the disk was full: most of them cannot have landed"
+        end = store.offsets("t", 0)[1]
+        assert sorted(landed) == list(range(1, end)), "what landed is the log's tail, nothing else"
+        assert {r.offset: r.value for r in store.read("t", 0, 1, max_bytes=1 << 20)} == landed
+        for f in fillers:
+            f.unlink()
+        again = [producer.send("t", b"again %d" % i, partition=0) for i in range(3)]
+        producer.flush()
+        assert [f.get(10).offset for f in again] == [end, end + 1, end + 2]
+    assert [r.value for r in store.read("t", 0, end)] == [b"again 0", b"again 1", b"again 2"]
+    store.close()
