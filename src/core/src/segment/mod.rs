@@ -386,29 +386,29 @@ impl Segment {
             );
             at += b.len() as u64;
         }
-        // Which batches get an index entry: the same rule as one by one.
+        // Which batches get an index entry (the same rule as one by one), and
+        // everything that can refuse those entries, checked before the write
+        // (only the writer changes the indexes meanwhile); readers' index
+        // lookups are not held up by the write.
         let indexed: Vec<bool> = {
-            let ix = self.indexes.lock();
+            let mut ix = self.indexes.lock();
             let mut since = ix.bytes_since_last_entry;
-            batches
+            let indexed: Vec<bool> = batches
                 .iter()
                 .map(|b| {
                     let index_it = since > index_interval;
                     since = (if index_it { 0 } else { since }) + b.len() as u64;
                     index_it
                 })
-                .collect()
+                .collect();
+            let entries = indexed.iter().filter(|&&i| i).count();
+            // Offsets grow: the last indexed batch has the largest entry.
+            if let Some((info, _)) = infos.iter().zip(&indexed).rev().find(|(_, &i)| i) {
+                ix.offsets.prepare_appends(info.last_offset, entries)?;
+                ix.times.prepare_appends(entries)?;
+            }
+            indexed
         };
-        // Everything that can refuse the index entries is checked before the
-        // write (only the writer changes the indexes meanwhile); readers' index
-        // lookups are not held up by the write.
-        let entries = indexed.iter().filter(|&&i| i).count();
-        if entries > 0 {
-            let mut ix = self.indexes.lock();
-            let last = infos.iter().zip(&indexed).filter(|(_, &i)| i).map(|(info, _)| info.last_offset).max();
-            ix.offsets.prepare_appends(last.unwrap_or(infos[0].last_offset), entries)?;
-            ix.times.prepare_appends(entries)?;
-        }
         if let Err(e) = write_all_vectored_at(&self.log, batches, position) {
             let e = Error::at(&self.log_path)(e);
             self.cut_back(position)?;
