@@ -13,7 +13,7 @@ mod tail;
 mod verified;
 
 use std::fs::{self, File, OpenOptions};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -106,6 +106,11 @@ pub struct Segment {
     damaged_at: AtomicU64,
     /// A failed write left bytes past `size` that could not be cut off yet.
     torn: AtomicBool,
+    /// How far the writer's file has disk blocks (`allocate_ahead`); past
+    /// `size`, they are given back when the segment is sealed.
+    allocated: AtomicU64,
+    /// The file system refused to allocate ahead (it cannot): appends no longer try.
+    no_allocate: AtomicBool,
     /// What passed its CRC in this process (not kept by a reader process).
     verified: VerifiedRanges,
     /// The log file mapped, for reads (not by a reader process: see `map`).
@@ -124,6 +129,10 @@ const WALK_CHUNK: usize = 8 * 1024;
 /// bytes tripled the cost of a lookup in a log of 16 KiB batches.
 const WALK_FIRST: usize = 2 * 1024;
 const WALK_AFTER_LARGE: usize = 512;
+/// How far past its end an active segment's file is allocated at most, and at
+/// least (see `allocate_ahead`).
+const ALLOCATE_AHEAD: u64 = 1 << 20;
+const ALLOCATE_AHEAD_MIN: u64 = 64 * 1024;
 
 impl Segment {
     pub fn paths(dir: &Path, base_offset: i64) -> (PathBuf, PathBuf, PathBuf) {
@@ -171,6 +180,11 @@ impl Segment {
         let meta = log.metadata().map_err(Error::at(&log_path))?;
         let mut size = meta.len();
         let inode = std::os::unix::fs::MetadataExt::ino(&meta);
+        // Blocks well past the end (allocated ahead by a writer that did not seal
+        // the segment: a crash) are given back when this writer seals it. Below
+        // the slack they may be the file system's own (an extent tree's).
+        let blocks = std::os::unix::fs::MetadataExt::blocks(&meta).saturating_mul(512);
+        let allocated = if blocks > size.next_multiple_of(4096) + ALLOCATE_AHEAD_MIN { blocks } else { size };
         let reader = mode == SegmentMode::Reader;
         let (offsets, times) = if reader {
             // A reader racing the writer that is creating the files sees no index
@@ -218,6 +232,8 @@ impl Segment {
             inode,
             damaged_at: AtomicU64::new(u64::MAX),
             torn: AtomicBool::new(false),
+            allocated: AtomicU64::new(if writable { allocated } else { 0 }),
+            no_allocate: AtomicBool::new(false),
             // Only this process writes the files of an Active or Sealed segment:
             // what passed its CRC stays so until truncation cuts it off.
             verified: VerifiedRanges::new(mode != SegmentMode::Reader),
@@ -409,6 +425,7 @@ impl Segment {
             }
             indexed
         };
+        self.allocate_ahead(position + total);
         if let Err(e) = write_all_vectored_at(&self.log, batches, position) {
             let e = Error::at(&self.log_path)(e);
             self.cut_back(position)?;
@@ -442,11 +459,54 @@ impl Segment {
         ix.offsets.room().min(ix.times.room())
     }
 
+    /// Makes sure the file has disk blocks up to `end`, allocating ahead of it
+    /// (`fallocate`, the file's size unchanged: what readers and recovery see
+    /// stays the log's bytes). Writing into blocks the file already has skips
+    /// the file system's per-page allocation work: 1 MiB writes to a fresh
+    /// file on ext4 here took a third less time. The step grows with the
+    /// segment, to ALLOCATE_AHEAD, so small segments take little. Failing
+    /// costs nothing but the speed-up: the write allocates as it goes (and a
+    /// full disk fails the write itself, as without this).
+    fn allocate_ahead(&self, end: u64) {
+        let have = self.allocated.load(Ordering::Acquire);
+        if end <= have || self.no_allocate.load(Ordering::Relaxed) {
+            return;
+        }
+        let to = end + end.clamp(ALLOCATE_AHEAD_MIN, ALLOCATE_AHEAD);
+        let from = have.max(self.size());
+        let (Ok(off), Ok(len)) = (libc::off_t::try_from(from), libc::off_t::try_from(to - from)) else {
+            return;
+        };
+        // SAFETY: fallocate only reads its integer arguments; the descriptor is
+        // this segment's open log file.
+        let r = unsafe { libc::fallocate(self.log.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, off, len) };
+        if r == 0 {
+            self.allocated.store(to, Ordering::Release);
+        } else if matches!(
+            std::io::Error::last_os_error().raw_os_error(),
+            Some(libc::EOPNOTSUPP | libc::ENOSYS)
+        ) {
+            self.no_allocate.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Gives back the blocks allocated past the end (a cut to the size the file
+    /// already has frees them; mapped pages and readers see no change).
+    fn release_ahead(&self) -> Result<()> {
+        let size = self.size();
+        if self.allocated.load(Ordering::Acquire) > size.next_multiple_of(4096) {
+            self.log.set_len(size).map_err(Error::at(&self.log_path))?;
+            self.allocated.store(size, Ordering::Release);
+        }
+        Ok(())
+    }
+
     /// Cuts the log file back to `size`, the end of its last whole batch, after
     /// a write that failed part-way. Until that succeeds the segment is torn.
     fn cut_back(&self, size: u64) -> Result<()> {
         match self.log.set_len(size) {
             Ok(()) => {
+                self.allocated.store(size, Ordering::Release);
                 self.torn.store(false, Ordering::Release);
                 Ok(())
             }
@@ -919,6 +979,9 @@ impl Segment {
         let shortening = self.map.shorten();
         self.log.set_len(cut).map_err(Error::at(&self.log_path))?;
         self.size.store(cut, Ordering::Release);
+        if self.writable {
+            self.allocated.store(cut, Ordering::Release);
+        }
         drop(shortening);
         // After the new size: a read that started before the cut records nothing.
         self.verified.truncate(cut);
@@ -939,11 +1002,13 @@ impl Segment {
     }
 
     /// What Kafka does when a segment stops being the active one (or the log
-    /// closes): a last time-index entry, then both indexes trimmed to size.
+    /// closes): a last time-index entry, then both indexes trimmed to size; and
+    /// the log's blocks allocated past its end given back.
     pub fn seal(&self) -> Result<()> {
         if !self.writable {
             return Ok(());
         }
+        self.release_ahead()?;
         let mut ix = self.indexes.lock();
         let (ts, off) = (ix.max_timestamp_so_far, ix.offset_of_max_timestamp);
         if ts >= 0 {
@@ -981,7 +1046,6 @@ impl AsFd for Segment {
 /// continued after a short write or an interrupted call).
 fn write_all_vectored_at(file: &File, parts: &[&[u8]], offset: u64) -> std::io::Result<()> {
     use std::io::IoSlice;
-    use std::os::fd::AsRawFd;
     // At most IOV_MAX (1024 on Linux) slices per call.
     const MAX_SLICES: usize = 1024;
     let mut slices: Vec<IoSlice<'_>> = parts.iter().map(|p| IoSlice::new(p)).collect();

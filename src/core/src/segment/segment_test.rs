@@ -127,7 +127,8 @@ fn a_write_that_fails_part_way_leaves_the_segment_as_it_was() {
     seg.append(&first, &info, 4096).unwrap();
     let good = seg.size();
     small.fill(8192);
-    let (big, info) = batch(10, 300, 2000); // about 33 KB: more than is left
+    // About 110 KB: more than is left and than the segment allocated ahead.
+    let (big, info) = batch(10, 1000, 2000);
     let err = seg.append(&big, &info, 4096).unwrap_err();
     assert!(
         matches!(&err, Error::IoAt { path, source }
@@ -140,7 +141,7 @@ fn a_write_that_fails_part_way_leaves_the_segment_as_it_was() {
     seg.append(&big, &info, 4096).unwrap();
     assert_eq!(fs::metadata(seg.log_path()).unwrap().len(), good + big.len() as u64);
     let b = seg.find_batch(10, seg.size(), NO_GAPS).unwrap().unwrap();
-    assert_eq!((b.position, b.base_offset, b.last_offset), (good, 10, 309));
+    assert_eq!((b.position, b.base_offset, b.last_offset), (good, 10, 1009));
 }
 
 #[test]
@@ -220,4 +221,68 @@ fn range_upto_stops_before_batches_at_or_past_the_bound() {
     let four = seg.range_upto(5, u64::MAX, end, NO_GAPS, 31).unwrap().unwrap();
     assert_eq!(four.length, end * 4 / 10);
     assert!(seg.range_upto(30, u64::MAX, end, NO_GAPS, 30).unwrap().is_none());
+}
+
+/// The disk space a file holds (its blocks), as `du` counts it.
+fn disk_bytes(path: &Path) -> u64 {
+    std::os::unix::fs::MetadataExt::blocks(&fs::metadata(path).unwrap()) * 512
+}
+
+/// Whether the file system under `dir` allocates blocks past a file's end.
+fn allocates_ahead(dir: &Path) -> bool {
+    let probe = dir.join("probe");
+    let f = File::create(&probe).unwrap();
+    // SAFETY: a plain system call on a file this function owns.
+    let r = unsafe { libc::fallocate(f.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, 0, 4096) };
+    drop(f);
+    fs::remove_file(probe).unwrap();
+    r == 0
+}
+
+#[test]
+fn the_active_segment_is_allocated_ahead_and_sealing_gives_the_blocks_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let seg = filled(dir.path(), 300);
+    let path = seg.log_path().to_path_buf();
+    let size = seg.size();
+    assert_eq!(fs::metadata(&path).unwrap().len(), size, "the file is as long as the log");
+    assert!(allocates_ahead(dir.path()), "the test directory's file system allocates ahead");
+    assert!(disk_bytes(&path) >= size + ALLOCATE_AHEAD_MIN, "{} for {size}", disk_bytes(&path));
+    let bytes = fs::read(&path).unwrap();
+    seg.seal().unwrap();
+    assert!(disk_bytes(&path) <= size.next_multiple_of(4096), "{} for {size}", disk_bytes(&path));
+    assert_eq!(fs::read(&path).unwrap(), bytes);
+    // A cut gives back what lay past it too; appends then go on from the cut.
+    drop(seg);
+    let seg = Segment::open(dir.path(), 0, 1 << 20, SegmentMode::Active).unwrap();
+    let (more, info) = batch(3000, 10, 9000);
+    seg.append(&more, &info, 4096).unwrap();
+    seg.truncate_to(1500).unwrap();
+    assert_eq!(fs::metadata(&path).unwrap().len(), seg.size());
+    assert!(disk_bytes(&path) <= seg.size().next_multiple_of(4096));
+    let (more, info) = batch(1500, 10, 9000);
+    seg.append(&more, &info, 4096).unwrap();
+    assert_eq!(seg.last_batch(seg.size(), NO_GAPS).unwrap().unwrap().last_offset, 1509);
+}
+
+/// A writer that stopped without sealing (a crash) leaves blocks past the end;
+/// the next writer gives them back when it seals the segment, and a segment
+/// with none is sealed without its file being touched.
+#[test]
+fn blocks_left_past_the_end_by_a_crash_are_given_back_and_others_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let seg = filled(dir.path(), 300);
+    let (path, size) = (seg.log_path().to_path_buf(), seg.size());
+    drop(seg); // not sealed
+    assert!(disk_bytes(&path) > size.next_multiple_of(4096) + ALLOCATE_AHEAD_MIN);
+    let seg = Segment::open(dir.path(), 0, 1 << 20, SegmentMode::Active).unwrap();
+    seg.seal().unwrap();
+    assert!(disk_bytes(&path) <= size.next_multiple_of(4096));
+    assert_eq!(fs::metadata(&path).unwrap().len(), size);
+    drop(seg);
+    let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
+    File::options().write(true).open(&path).unwrap().set_modified(old).unwrap();
+    let seg = Segment::open(dir.path(), 0, 1 << 20, SegmentMode::Active).unwrap();
+    seg.seal().unwrap();
+    assert_eq!(fs::metadata(&path).unwrap().modified().unwrap(), old, "the log file was left alone");
 }

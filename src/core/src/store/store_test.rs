@@ -88,7 +88,8 @@ fn a_log_that_had_a_failed_write_is_not_marked_clean() {
     let p = store.create_topic("t", 1, &cfg).unwrap().partition(0).unwrap().clone();
     p.append_as_leader(one(b"first"), AppendOrigin::Embedded).unwrap();
     small.fill(4096);
-    let err = p.append_as_leader(one(&vec![9u8; 64 << 10]), AppendOrigin::Embedded).unwrap_err();
+    // Larger than what is left and what the segment allocated ahead of its end.
+    let err = p.append_as_leader(one(&vec![9u8; 256 << 10]), AppendOrigin::Embedded).unwrap_err();
     assert!(
         matches!(&err, Error::IoAt { source, .. } if source.raw_os_error() == Some(libc::ENOSPC)),
         "{err}"
