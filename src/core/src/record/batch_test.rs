@@ -305,4 +305,50 @@ proptest::proptest! {
             proptest::prop_assert_eq!(&got.headers, &headers[i]);
         }
     }
+    /// A run of records appended at once is the same bytes as the records
+    /// appended one by one with the same size rule, whatever the batch held
+    /// before (records at another timestamp included), the keys (none, null,
+    /// empty, long) and the limit.
+    #[test]
+    fn a_run_appended_at_once_is_the_records_appended_one_by_one(
+        before in proptest::collection::vec(any_record(), 0..5),
+        timestamp in proptest::strategy::Strategy::prop_map(proptest::prelude::any::<i64>(), |t| t >> 2),
+        keyed in proptest::prelude::any::<bool>(),
+        run in proptest::collection::vec(
+            (
+                proptest::option::of(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)),
+                proptest::option::of(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)),
+            ),
+            0..60,
+        ),
+        limit in 0usize..8000,
+        overhead in 0usize..40,
+    ) {
+        let start = || {
+            let mut b = BatchBuilder::new(Compression::None).base_offset(3);
+            for r in &before {
+                b.append(&NewRecord { timestamp: r.0, key: r.1.as_deref(), value: r.2.as_deref(), headers: &[] });
+            }
+            b
+        };
+        let keys: Vec<Option<&[u8]>> = run.iter().map(|r| r.0.as_deref()).collect();
+        let values: Vec<Option<&[u8]>> = run.iter().map(|r| r.1.as_deref()).collect();
+        let keys = keyed.then_some(&keys[..]);
+        let mut at_once = start();
+        let took = at_once.append_run(timestamp, keys, &values, limit, overhead);
+        let mut one_by_one = start();
+        let mut expected = 0;
+        for (i, v) in values.iter().enumerate() {
+            let k = keys.and_then(|k| k[i]);
+            let size = k.map_or(0, <[u8]>::len) + v.map_or(0, <[u8]>::len) + overhead;
+            if !one_by_one.is_empty() && one_by_one.size_in_bytes() + size > limit {
+                break;
+            }
+            one_by_one.append(&NewRecord { timestamp, key: k, value: *v, headers: &[] });
+            expected += 1;
+        }
+        proptest::prop_assert_eq!(took, expected);
+        proptest::prop_assert_eq!(at_once.len(), one_by_one.len());
+        proptest::prop_assert_eq!(at_once.build().unwrap(), one_by_one.build().unwrap());
+    }
 }

@@ -212,6 +212,67 @@ impl BatchBuilder {
         self.buf.len()
     }
 
+    /// Appends records with one timestamp and no headers (`values[i]` keyed by
+    /// `keys[i]`; all keyless without `keys`) at the next offset deltas, the
+    /// same bytes as `append` one by one, for as long as they fit: a record is
+    /// taken while the batch is empty or, counted as its key and value lengths
+    /// plus `overhead`, keeps it within `limit` bytes. Returns how many it took.
+    /// What `append` works out per record is worked out once for the run.
+    pub fn append_run(
+        &mut self,
+        timestamp: i64,
+        keys: Option<&[Option<&[u8]>]>,
+        values: &[Option<&[u8]>],
+        limit: usize,
+        overhead: usize,
+    ) -> usize {
+        let len = |b: Option<&[u8]>| b.map_or(0, <[u8]>::len);
+        let key = |i: usize| keys.and_then(|k| k.get(i).copied().flatten());
+        let fits = |b: &Self, i: usize| {
+            b.count == 0 || b.buf.len() + len(key(i)) + len(values[i]) + overhead <= limit
+        };
+        if self.rewrite.is_some() {
+            // A rewrite keeps its own base timestamp: the general path.
+            let mut i = 0;
+            while i < values.len() && fits(self, i) {
+                self.append(&NewRecord { timestamp, key: key(i), value: values[i], headers: &[] });
+                i += 1;
+            }
+            return i;
+        }
+        if values.is_empty() || !fits(self, 0) {
+            return 0;
+        }
+        if self.count == 0 {
+            self.base_timestamp = timestamp;
+        }
+        self.max_timestamp = self.max_timestamp.max(timestamp);
+        let ts_delta = timestamp.wrapping_sub(self.base_timestamp);
+        // Attributes byte, timestamp delta and (no) headers count.
+        let fixed = 1 + size_of_varlong(ts_delta) + 1;
+        let mut taken = 0;
+        for (i, &value) in values.iter().enumerate() {
+            let key = key(i);
+            if taken > 0 && !fits(self, i) {
+                break;
+            }
+            let offset_delta = i64::from(self.count);
+            let body = fixed + size_of_varlong(offset_delta) + size_of_bytes(key) + size_of_bytes(value);
+            write_into(&mut self.buf, body + 5, |w| {
+                w.varlong(body as i64);
+                w.byte(0);
+                w.varlong(ts_delta);
+                w.varlong(offset_delta);
+                w.bytes(key);
+                w.bytes(value);
+                w.byte(0);
+            });
+            self.count += 1;
+            taken += 1;
+        }
+        taken
+    }
+
     /// Appends a record with the next offset delta.
     pub fn append(&mut self, rec: &NewRecord<'_>) {
         self.append_inner(i64::from(self.count), rec);

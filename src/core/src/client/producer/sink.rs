@@ -122,7 +122,37 @@ impl BatchSink<'_> {
         for i in [probe, largest_at] {
             self.check(partition, &NewRecord { timestamp, key: key(i), value: values[i], headers: &[] })?;
         }
-        for (i, value) in values.iter().enumerate() {
+        let mut from = 0;
+        // Where every record of a batch goes to one partition (given, the only
+        // one, or the sticky choice for keyless records), whole runs go into a
+        // batch at a time.
+        while from < values.len() {
+            let p = match (partition, keys) {
+                (Some(p), _) => p,
+                _ if self.partitions() == 1 => 0,
+                (None, None) => self.sticky.partition(&self.name, self.partitions()),
+                (None, Some(_)) => break,
+            };
+            let (compression, limit) = (self.producer.shared.config.compression, self.limit);
+            let slot = &mut self.open[p as usize];
+            let batch = slot.get_or_insert_with(|| BatchBuilder::with_capacity(compression, limit));
+            from += batch.append_run(
+                timestamp,
+                keys.map(|k| &k[from..]),
+                &values[from..],
+                limit,
+                RECORD_OVERHEAD,
+            );
+            if from < values.len() {
+                // The next record does not fit: the batch is full.
+                if let Some(full) = slot.take() {
+                    self.sticky.batch_done(&self.name, p);
+                    self.queue([(p, full)])?;
+                }
+            }
+        }
+        // Keyed records spread over partitions: one at a time.
+        for (i, value) in values.iter().enumerate().skip(from) {
             let rec = NewRecord { timestamp, key: key(i), value: *value, headers: &[] };
             let partition = self.pick(partition, rec.key);
             self.place(partition, &rec, len(rec.key) + len(rec.value) + RECORD_OVERHEAD)?;
