@@ -554,33 +554,47 @@ impl ArrowBinary {
     fn spans(&self) -> PyResult<Vec<Option<&[u8]>>> {
         let width = if self.large { 8 } else { 4 };
         let offsets = &raw(&self.offsets)[self.offset * width..(self.offset + self.len + 1) * width];
-        let at = |j: usize| -> usize {
-            let b = &offsets[j * width..j * width + width];
-            if self.large {
-                i64::from_le_bytes(b.try_into().unwrap_or_default()) as usize
-            } else {
-                i32::from_le_bytes(b.try_into().unwrap_or_default()) as usize
-            }
-        };
         let validity = self.validity.as_ref().map(raw);
         let data = self.data.as_ref().map_or(&[][..], raw);
-        let mut out = Vec::with_capacity(self.len);
-        let mut start = at(0);
-        for i in 0..self.len {
-            let end = at(i + 1);
-            let j = i + self.offset;
-            if validity.is_some_and(|v| v.get(j / 8).is_none_or(|byte| byte >> (j % 8) & 1 == 0)) {
-                out.push(None);
-            } else {
-                let item = data
-                    .get(start..end)
-                    .ok_or_else(|| PyValueError::new_err("pyarrow offsets point past the data buffer"))?;
-                out.push(Some(item));
-            }
-            start = end;
+        // Each width decoded in a loop of its own (the offsets walk is most of
+        // what a bulk send does before its first batch can go to the sender).
+        if self.large {
+            let bounds =
+                offsets.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().unwrap_or_default()));
+            spans_between(bounds.map(|o| o as usize), data, validity, self.offset, self.len)
+        } else {
+            let bounds =
+                offsets.chunks_exact(4).map(|b| i32::from_le_bytes(b.try_into().unwrap_or_default()));
+            spans_between(bounds.map(|o| o as usize), data, validity, self.offset, self.len)
         }
-        Ok(out)
     }
+}
+
+/// The items of an Arrow binary array from its offsets (`len + 1` of them):
+/// None where the validity bitmap (from bit `first`) says null, else the bytes
+/// between consecutive offsets, which must lie inside `data` in order.
+fn spans_between<'a>(
+    mut bounds: impl Iterator<Item = usize>,
+    data: &'a [u8],
+    validity: Option<&[u8]>,
+    first: usize,
+    len: usize,
+) -> PyResult<Vec<Option<&'a [u8]>>> {
+    let mut out = Vec::with_capacity(len);
+    let mut start = bounds.next().unwrap_or(0);
+    for (i, end) in bounds.enumerate() {
+        let j = first + i;
+        if validity.is_some_and(|v| v.get(j / 8).is_none_or(|byte| byte >> (j % 8) & 1 == 0)) {
+            out.push(None);
+        } else {
+            let item = data
+                .get(start..end)
+                .ok_or_else(|| PyValueError::new_err("pyarrow offsets point past the data buffer"))?;
+            out.push(Some(item));
+        }
+        start = end;
+    }
+    Ok(out)
 }
 
 impl<'py> ByteItems<'py> {
