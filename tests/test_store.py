@@ -50,6 +50,35 @@ def test_clean_close_writes_kafka_files(store_path: Path) -> None:
         assert [r.value for r in s.read("orders", 1, 0)] == [b"x", b"y"]
 
 
+def _disk_bytes(path: Path) -> int:
+    """The disk space a file holds, as `du` counts it."""
+    return path.stat().st_blocks * 512
+
+
+def _pages(size: int) -> int:
+    """``size`` in whole 4 KiB blocks, and a few more the file system may keep
+    for itself (an extent tree's): far less than a segment allocates ahead."""
+    return -(-size // 4096) * 4096 + 16 * 1024
+
+
+def test_the_active_log_is_allocated_ahead_and_closing_frees_what_it_did_not_use(store_path: Path) -> None:
+    """The active segment's file has disk blocks past its end while the store is
+    open (its length stays the log's), and a clean close gives them back; a roll
+    does the same for the segment it closes."""
+    with seglog.open(store_path, segment_bytes=600_000) as s:
+        s.create_topic("t", partitions=1)
+        for _ in range(100):
+            s.append("t", 0, [os.urandom(1000) for _ in range(10)])
+        files = sorted((store_path / "t-0").glob("*.log"))
+        assert len(files) >= 2, "the topic rolled"
+        sealed, active = files[0], files[-1]
+        size = active.stat().st_size
+        assert _disk_bytes(active) >= size + 64 * 1024, "allocated ahead of the end"
+        assert _disk_bytes(sealed) <= _pages(sealed.stat().st_size), "given back at the roll"
+    assert active.stat().st_size == size
+    assert _disk_bytes(active) <= _pages(size), "given back at close"
+
+
 def test_describe_topics_delete(store: seglog.Store, store_path: Path) -> None:
     store.create_topic("b", partitions=3, config={"segment.bytes": 1 << 20, "cleanup.policy": "compact"})
     store.create_topic("a")
