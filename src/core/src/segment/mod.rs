@@ -491,14 +491,16 @@ impl Segment {
     }
 
     /// Gives back the blocks allocated past the end (a cut to the size the file
-    /// already has frees them; mapped pages and readers see no change).
-    fn release_ahead(&self) -> Result<()> {
+    /// already has frees them; mapped pages and readers see no change). Only
+    /// disk space rides on it: a cut that fails leaves the log as it was, and
+    /// the next seal tries again.
+    fn release_ahead(&self) {
         let size = self.size();
-        if self.allocated.load(Ordering::Acquire) > size.next_multiple_of(4096) {
-            self.log.set_len(size).map_err(Error::at(&self.log_path))?;
+        if self.allocated.load(Ordering::Acquire) > size.next_multiple_of(4096)
+            && self.log.set_len(size).is_ok()
+        {
             self.allocated.store(size, Ordering::Release);
         }
-        Ok(())
     }
 
     /// Cuts the log file back to `size`, the end of its last whole batch, after
@@ -1008,7 +1010,7 @@ impl Segment {
         if !self.writable {
             return Ok(());
         }
-        self.release_ahead()?;
+        self.release_ahead();
         let mut ix = self.indexes.lock();
         let (ts, off) = (ix.max_timestamp_so_far, ix.offset_of_max_timestamp);
         if ts >= 0 {

@@ -123,6 +123,8 @@ impl Segment {
         if out.truncated_bytes > 0 && self.writable {
             self.log.set_len(pos).map_err(Error::at(&self.log_path))?;
             self.log.sync_all().map_err(Error::at(&self.log_path))?;
+            // The cut freed whatever a crashed writer had allocated past it.
+            self.allocated.store(pos, Ordering::Release);
         }
         self.size.store(pos, Ordering::Release);
         drop(shortening);
