@@ -27,14 +27,9 @@ impl Index<OffsetEntry> {
         self.file.is_full()
     }
 
-    /// Makes sure `append(offset, _)` will succeed: the offset fits and the
-    /// next entry has room and disk blocks (a writer calls this before it
-    /// writes the batch the entry is for).
-    pub fn prepare_append(&mut self, offset: i64) -> Result<()> {
-        self.prepare_appends(offset, 1)
-    }
-
-    /// `prepare_append` for `n` entries, the last (largest) for `offset`.
+    /// Makes sure the next `n` `append`s will succeed, the last (largest) for
+    /// `offset`: the offsets fit and the entries have room and disk blocks (a
+    /// writer calls this before it writes the batches the entries are for).
     pub fn prepare_appends(&mut self, offset: i64, n: usize) -> Result<()> {
         i32::try_from(offset - self.base_offset)
             .map_err(|_| Error::InvalidArgument(format!("offset {offset} overflows the index")))?;

@@ -29,15 +29,8 @@ impl Index<TimeEntry> {
         self.file.len + 1 >= self.file.max_entries
     }
 
-    /// Adds (timestamp, offset) if the timestamp is newer than the last entry's;
-    /// entries keep both columns non-decreasing. `is_final` may use the reserved slot.
-    /// Makes sure a `maybe_append` that adds an entry will succeed (see
-    /// `OffsetIndex::prepare_append`).
-    pub fn prepare_append(&mut self) -> Result<()> {
-        self.prepare_appends(1)
-    }
-
-    /// `prepare_append` for `n` entries (as many as fit).
+    /// Makes sure the next `n` `maybe_append`s that add an entry will succeed,
+    /// as many as fit (see `OffsetIndex::prepare_appends`).
     pub fn prepare_appends(&mut self, n: usize) -> Result<()> {
         let n = n.min(self.file.room());
         if n == 0 {
@@ -51,6 +44,8 @@ impl Index<TimeEntry> {
         self.file.room().saturating_sub(1)
     }
 
+    /// Adds (timestamp, offset) if the timestamp is newer than the last entry's;
+    /// entries keep both columns non-decreasing. `is_final` may use the reserved slot.
     pub fn maybe_append(&mut self, timestamp: i64, offset: i64, is_final: bool) -> Result<()> {
         if let Some((last_ts, last_off)) = self.last_entry() {
             if timestamp <= last_ts || offset < last_off {

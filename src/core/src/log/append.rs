@@ -398,7 +398,6 @@ impl PartitionLog {
         if batches.len() >= RUN_BATCHES || bytes + info.size > RUN_BYTES {
             return false;
         }
-        let size = seg.size() + bytes;
         let first_timestamp = match batches.first() {
             Some(b) if seg.size() == 0 => Some(b.max_timestamp),
             _ => match seg.first_batch_timestamp() {
@@ -406,12 +405,8 @@ impl PartitionLog {
                 Err(_) => return false,
             },
         };
-        let too_old = first_timestamp
-            .is_some_and(|ts| ts >= 0 && info.max_timestamp.saturating_sub(ts) > config.segment_ms);
-        size + info.size <= config.segment_bytes
-            && !too_old
-            && info.last_offset - seg.base_offset <= i64::from(i32::MAX)
-            && seg.index_room() > batches.len()
+        let index_full = seg.index_room() <= batches.len();
+        !rolls_before(seg, seg.size() + bytes, first_timestamp, index_full, info, config)
     }
 
     /// Rolls to a new segment when Kafka would: the batch would overflow
@@ -429,13 +424,7 @@ impl PartitionLog {
         if size == 0 {
             return Ok(seg);
         }
-        let too_big = size + info.size > config.segment_bytes;
-        let too_old = match seg.first_batch_timestamp()? {
-            Some(ts) if ts >= 0 => info.max_timestamp.saturating_sub(ts) > config.segment_ms,
-            _ => false,
-        };
-        let overflow = info.last_offset - seg.base_offset > i64::from(i32::MAX);
-        if !(too_big || too_old || overflow || seg.index_is_full()) {
+        if !rolls_before(&seg, size, seg.first_batch_timestamp()?, seg.index_is_full(), info, config) {
             return Ok(seg);
         }
         seg.seal()?;
@@ -451,3 +440,23 @@ impl PartitionLog {
 #[cfg(test)]
 #[path = "append_test.rs"]
 mod tests;
+
+/// Kafka's roll rule: whether a batch (`info`) goes to a new segment rather
+/// than to `seg` holding `size` bytes, whose first batch has `first_timestamp`
+/// and whose indexes are full or not: it would pass `segment.bytes`, it is
+/// `segment.ms` newer than the segment's first batch, an index is full, or its
+/// offsets no longer fit a 32-bit offset relative to the segment's base.
+fn rolls_before(
+    seg: &Segment,
+    size: u64,
+    first_timestamp: Option<i64>,
+    index_full: bool,
+    info: &BatchInfo,
+    config: &LogConfig,
+) -> bool {
+    let too_big = size + info.size > config.segment_bytes;
+    let too_old = first_timestamp
+        .is_some_and(|ts| ts >= 0 && info.max_timestamp.saturating_sub(ts) > config.segment_ms);
+    let overflow = info.last_offset - seg.base_offset > i64::from(i32::MAX);
+    too_big || too_old || overflow || index_full
+}

@@ -496,19 +496,24 @@ impl Segment {
     /// the next seal tries again.
     fn release_ahead(&self) {
         let size = self.size();
-        if self.allocated.load(Ordering::Acquire) > size.next_multiple_of(4096)
-            && self.log.set_len(size).is_ok()
-        {
-            self.allocated.store(size, Ordering::Release);
+        if self.allocated.load(Ordering::Acquire) > size.next_multiple_of(4096) {
+            let _ = self.set_file_len(size);
         }
+    }
+
+    /// Sets the log file's length (the writer's), which also frees any blocks
+    /// allocated past it.
+    fn set_file_len(&self, len: u64) -> std::io::Result<()> {
+        self.log.set_len(len)?;
+        self.allocated.store(len, Ordering::Release);
+        Ok(())
     }
 
     /// Cuts the log file back to `size`, the end of its last whole batch, after
     /// a write that failed part-way. Until that succeeds the segment is torn.
     fn cut_back(&self, size: u64) -> Result<()> {
-        match self.log.set_len(size) {
+        match self.set_file_len(size) {
             Ok(()) => {
-                self.allocated.store(size, Ordering::Release);
                 self.torn.store(false, Ordering::Release);
                 Ok(())
             }
@@ -979,11 +984,8 @@ impl Segment {
         }
         drop(ix);
         let shortening = self.map.shorten();
-        self.log.set_len(cut).map_err(Error::at(&self.log_path))?;
+        self.set_file_len(cut).map_err(Error::at(&self.log_path))?;
         self.size.store(cut, Ordering::Release);
-        if self.writable {
-            self.allocated.store(cut, Ordering::Release);
-        }
         drop(shortening);
         // After the new size: a read that started before the cut records nothing.
         self.verified.truncate(cut);

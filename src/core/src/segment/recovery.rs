@@ -121,10 +121,8 @@ impl Segment {
         }
         let shortening = self.map.shorten();
         if out.truncated_bytes > 0 && self.writable {
-            self.log.set_len(pos).map_err(Error::at(&self.log_path))?;
+            self.set_file_len(pos).map_err(Error::at(&self.log_path))?;
             self.log.sync_all().map_err(Error::at(&self.log_path))?;
-            // The cut freed whatever a crashed writer had allocated past it.
-            self.allocated.store(pos, Ordering::Release);
         }
         self.size.store(pos, Ordering::Release);
         drop(shortening);

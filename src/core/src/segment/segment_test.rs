@@ -225,7 +225,7 @@ fn range_upto_stops_before_batches_at_or_past_the_bound() {
 
 /// The disk space a file holds (its blocks), as `du` counts it.
 fn disk_bytes(path: &Path) -> u64 {
-    std::os::unix::fs::MetadataExt::blocks(&fs::metadata(path).unwrap()) * 512
+    crate::small_fs::allocated_bytes(&File::open(path).unwrap())
 }
 
 /// `size` in whole blocks, and a few more the file system may keep for itself
