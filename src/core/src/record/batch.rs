@@ -83,6 +83,24 @@ pub fn peek_offset_and_size(buf: &[u8]) -> Option<(i64, usize)> {
     Some((be_i64(buf, BASE_OFFSET), size))
 }
 
+/// A batch's CRC-32C computed over pieces read one after another (through a
+/// small buffer rather than one of the batch's size): see `RecordBatch::piecewise_crc`.
+pub struct PiecewiseCrc {
+    stored: u32,
+    computed: u32,
+}
+
+impl PiecewiseCrc {
+    pub fn update(&mut self, bytes: &[u8]) {
+        self.computed = crc32c::crc32c_append(self.computed, bytes);
+    }
+
+    /// Whether the bytes fed so far match the CRC stored in the header.
+    pub fn matches(&self) -> bool {
+        self.computed == self.stored
+    }
+}
+
 /// Overwrites baseOffset in place. It lies outside the CRC, so nothing else changes.
 pub fn set_base_offset(buf: &mut [u8], offset: i64) {
     buf[BASE_OFFSET..BASE_OFFSET + 8].copy_from_slice(&offset.to_be_bytes());
@@ -175,6 +193,12 @@ impl<'a> RecordBatch<'a> {
             return Err(CorruptBatch::CrcMismatch { stored, computed });
         }
         Ok(())
+    }
+
+    /// Starts a CRC-32C check of this batch read in pieces, from a `header_only`
+    /// view: feed it the bytes after the header, in order.
+    pub fn piecewise_crc(&self) -> PiecewiseCrc {
+        PiecewiseCrc { stored: self.crc(), computed: crc32c::crc32c(&self.buf[ATTRIBUTES..HEADER_LEN]) }
     }
 
     pub fn as_bytes(&self) -> &'a [u8] {

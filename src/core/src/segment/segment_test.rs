@@ -180,6 +180,57 @@ fn a_reader_racing_the_writer_starts_at_a_batch_boundary() {
     assert_eq!(reader.find_batch(5, reader.size(), NO_GAPS).unwrap().map(|b| b.position), Some(0));
 }
 
+/// A reader checks each batch past its last index entry piece by piece: a
+/// batch longer than a piece is taken in whole and valid, and a byte changed
+/// past its first piece is found, as damage if a valid batch follows and as a
+/// batch still being written if it is the last.
+#[test]
+fn a_reader_checks_batches_longer_than_a_piece_to_their_last_byte() {
+    let big = |base: i64| {
+        let mut b = BatchBuilder::new(Compression::None).base_offset(base);
+        let v = vec![3u8; 9000];
+        for i in 0..5 {
+            b.append(&NewRecord { timestamp: 1000 + i, key: None, value: Some(&v), headers: &[] });
+        }
+        let bytes = b.build().unwrap();
+        let info = BatchInfo::from_batch(0, &RecordBatch::parse(&bytes).unwrap());
+        (bytes, info)
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let seg = Segment::open(dir.path(), 0, 1 << 20, SegmentMode::Active).unwrap();
+    let mut bounds = Vec::new();
+    for i in 0..3 {
+        let (bytes, info) = big(i * 5);
+        assert!(bytes.len() > tail::TAIL_PIECE, "a batch of {} bytes fits one piece", bytes.len());
+        bounds.push(seg.size());
+        seg.append(&bytes, &info, u64::MAX).unwrap(); // no index entry: readers start at 0
+    }
+    bounds.push(seg.size());
+    seg.sync().unwrap();
+    let reader = || Segment::open(dir.path(), 0, 1 << 20, SegmentMode::Reader).unwrap();
+    let r = reader();
+    assert_eq!(r.catch_up_tail().unwrap(), Some(15));
+    assert_eq!((r.size(), r.damaged_at()), (bounds[3], None));
+
+    let flip = |at: u64| {
+        let mut bytes = fs::read(&seg.log_path).unwrap();
+        bytes[at as usize] ^= 0x40;
+        fs::write(&seg.log_path, bytes).unwrap();
+    };
+    // Past the first piece of the second batch, a valid third one after it: damage.
+    let in_second = bounds[1] + tail::TAIL_PIECE as u64 + 100;
+    flip(in_second);
+    let r = reader();
+    assert_eq!(r.catch_up_tail().unwrap(), Some(5));
+    assert_eq!((r.size(), r.damaged_at()), (bounds[1], Some(bounds[1])));
+    flip(in_second);
+    // The same in the last batch: taken for one still being written.
+    flip(bounds[2] + tail::TAIL_PIECE as u64 + 100);
+    let r = reader();
+    assert_eq!(r.catch_up_tail().unwrap(), Some(10));
+    assert_eq!((r.size(), r.damaged_at()), (bounds[2], None));
+}
+
 #[test]
 fn the_log_fd_reads_a_range_and_outlives_unlinking_and_shows_a_truncation_as_short() {
     use std::os::fd::AsRawFd;

@@ -35,22 +35,21 @@ impl Segment {
             if size < HEADER_LEN || pos + size as u64 > file_size {
                 break;
             }
-            let mut bytes = self.read_bytes(pos, size)?;
-            if RecordBatch::parse(&bytes).is_err() {
+            let last = match self.checked_batch_at(pos, size)? {
+                Some(last) => last,
                 // Torn (the writer is still writing it) or damaged? The writer
                 // appends one batch at a time, so if a whole, valid batch follows,
                 // this one was finished first: read it again to tell.
-                if !self.valid_batch_at(pos + size as u64, file_size)? {
-                    break;
-                }
-                bytes = self.read_bytes(pos, size)?;
-                if RecordBatch::parse(&bytes).is_err() {
-                    self.damaged_at.store(pos, Ordering::Release);
-                    break;
-                }
-            }
-            let Ok(batch) = RecordBatch::parse(&bytes) else { break };
-            next = Some(batch.last_offset() + 1);
+                None if !self.valid_batch_at(pos + size as u64, file_size)? => break,
+                None => match self.checked_batch_at(pos, size)? {
+                    Some(last) => last,
+                    None => {
+                        self.damaged_at.store(pos, Ordering::Release);
+                        break;
+                    }
+                },
+            };
+            next = Some(last + 1);
             pos += size as u64;
         }
         if next.is_some() {
@@ -72,6 +71,36 @@ impl Segment {
         if size < HEADER_LEN || pos + size as u64 > file_size {
             return Ok(false);
         }
-        Ok(RecordBatch::parse(&self.read_bytes(pos, size)?).is_ok())
+        Ok(self.checked_batch_at(pos, size)?.is_some())
+    }
+
+    /// The last offset of the `size`-byte batch at `pos` if it is whole and its
+    /// CRC-32C holds. It is read through a buffer on the stack, piece by piece:
+    /// a heap buffer of a batch's size was a fresh process's first, and landed
+    /// on a fresh 2 MiB huge page (~150-250 µs to zero here) in the catch-up
+    /// before a cold lookup.
+    fn checked_batch_at(&self, pos: u64, size: usize) -> Result<Option<i64>> {
+        let mut buf = [0u8; TAIL_PIECE];
+        let first = size.min(TAIL_PIECE);
+        self.read_exact_at(&mut buf[..first], pos)?;
+        let Ok(head) = RecordBatch::header_only(&buf[..first]) else { return Ok(None) };
+        if head.size() != size {
+            return Ok(None);
+        }
+        let last = head.last_offset();
+        let mut crc = head.piecewise_crc();
+        crc.update(&buf[HEADER_LEN..first]);
+        let mut at = first;
+        while at < size {
+            let n = (size - at).min(TAIL_PIECE);
+            self.read_exact_at(&mut buf[..n], pos + at as u64)?;
+            crc.update(&buf[..n]);
+            at += n;
+        }
+        Ok(crc.matches().then_some(last))
     }
 }
+
+/// The piece `checked_batch_at` reads at a time: a batch of up to 32 KiB
+/// (twice Kafka's default `batch.size`) in one read, as a lookup's slice.
+pub(super) const TAIL_PIECE: usize = 32 * 1024;
