@@ -9,6 +9,7 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughpu
 use seglog_core::config::LogConfig;
 use seglog_core::index::OffsetIndex;
 use seglog_core::log::{AppendOrigin, PartitionLog};
+use seglog_core::record::batch::set_base_offset;
 use seglog_core::record::{BatchBuilder, Compression, NewRecord};
 
 const RECORDS_PER_BATCH: usize = 100;
@@ -61,6 +62,36 @@ fn append(c: &mut Criterion) {
     g.finish();
 }
 
+/// A follower's append of what one fetch brings: ~1 MiB of the leader's
+/// batches, back to back, starting at the follower's log end.
+fn follower(c: &mut Criterion) {
+    let one = batch();
+    let per_fetch = (1 << 20) / one.len();
+    let mut g = c.benchmark_group("append as follower");
+    g.throughput(Throughput::Bytes((per_fetch * one.len()) as u64));
+    g.sample_size(30);
+    let dir = ok(tempfile::tempdir(), "a temporary directory");
+    let log = open(dir.path());
+    g.bench_function("1 MiB fetch of 12 KiB batches", |b| {
+        b.iter_batched(
+            || {
+                let mut next = log.log_end_offset();
+                let mut fetch = Vec::with_capacity(per_fetch * one.len());
+                for _ in 0..per_fetch {
+                    let start = fetch.len();
+                    fetch.extend_from_slice(&one);
+                    set_base_offset(&mut fetch[start..], next);
+                    next += RECORDS_PER_BATCH as i64;
+                }
+                fetch
+            },
+            |fetch| ok(log.append_as_follower(fetch), "follower append"),
+            BatchSize::PerIteration,
+        )
+    });
+    g.finish();
+}
+
 fn read(c: &mut Criterion) {
     let dir = ok(tempfile::tempdir(), "a temporary directory");
     let log = open(dir.path());
@@ -106,5 +137,5 @@ fn index_lookup(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, append, read, index_lookup);
+criterion_group!(benches, append, follower, read, index_lookup);
 criterion_main!(benches);

@@ -275,21 +275,56 @@ impl PartitionLog {
         let parts: Vec<&[u8]> =
             bounds.iter().map(|&(at, pos, size, ..)| &bufs[at][pos..pos + size]).collect();
         // Then the writes: runs of batches for one segment, each run in one write.
-        let mut next = first;
+        let (next, records) =
+            match self.write_in_runs(&config, &parts, &infos, |_| epoch, &producer_batches, &mut w) {
+                Ok(reached) => reached,
+                // Nothing of a failed append may stay: earlier batches of it were
+                // never acknowledged, and readers have not seen them (the end offset
+                // is published only below).
+                Err((next, e)) => return Err(self.give_up_append(first, next, e, &mut w)),
+            };
+        let advance = !self.replicated.load(Ordering::Acquire);
+        self.publish_append(w, &config, next, records, advance)?;
+        Ok(AppendInfo {
+            base_offset: first,
+            last_offset: next - 1,
+            log_append_time,
+            records,
+            duplicate: false,
+        })
+    }
+
+    /// Writes `parts`, the batches of one append (with their `infos`, leader
+    /// epochs and producer fields), at the log end: runs of batches bound for
+    /// one segment, each run in one write (see `run_takes`). Each batch's epoch
+    /// is recorded before it is written (Kafka's order: no batch is ever on disk
+    /// without its epoch's start), its producer fields applied once it is.
+    /// Returns the next offset and the records written, or, on a failure, the
+    /// next offset reached so far (for `give_up_append`) and the error.
+    pub(super) fn write_in_runs(
+        &self,
+        config: &LogConfig,
+        parts: &[&[u8]],
+        infos: &[BatchInfo],
+        epoch_of: impl Fn(usize) -> i32,
+        producer_batches: &[Option<ProducerBatch>],
+        w: &mut WriterState,
+    ) -> std::result::Result<(i64, i64), (i64, Error)> {
+        let mut next = self.log_end_offset();
         let mut records = 0i64;
-        let mut written = Ok(());
         let mut run: Option<(Arc<Segment>, usize)> = None; // its segment and first batch
         for i in 0..=infos.len() {
             let joins = match (&run, infos.get(i)) {
-                (Some((seg, start)), Some(info)) => self.run_takes(seg, &infos[*start..i], info, &config),
+                (Some((seg, start)), Some(info)) => self.run_takes(seg, &infos[*start..i], info, config),
                 _ => false,
             };
             if !joins {
                 if let Some((seg, start)) = run.take() {
-                    written = seg.append_run(&parts[start..i], &infos[start..i], config.index_interval_bytes);
-                    if let Err(e) = &written {
-                        self.note_write_error(e);
-                        break;
+                    if let Err(e) =
+                        seg.append_run(&parts[start..i], &infos[start..i], config.index_interval_bytes)
+                    {
+                        self.note_write_error(&e);
+                        return Err((next, e));
                     }
                     for (info, producer) in infos[start..i].iter().zip(&producer_batches[start..i]) {
                         if let Some(p) = producer {
@@ -301,34 +336,18 @@ impl PartitionLog {
                 }
             }
             let Some(info) = infos.get(i) else { break };
-            // Kafka's order: the epoch's start is recorded before its first
-            // batch is written, so no batch is ever on disk without it.
-            written = self.epochs.lock().assign(epoch, info.base_offset).map(|_| ());
+            let mut written = self.epochs.lock().assign(epoch_of(i), info.base_offset).map(|_| ());
             if !joins {
-                written = written.and_then(|_| self.maybe_roll(&config, info, &mut w.producers)).map(|seg| {
+                written = written.and_then(|_| self.maybe_roll(config, info, &mut w.producers)).map(|seg| {
                     run = Some((seg, i));
                 });
             }
-            if let Err(e) = &written {
-                self.note_write_error(e);
-                break;
+            if let Err(e) = written {
+                self.note_write_error(&e);
+                return Err((next, e));
             }
         }
-        if let Err(e) = written {
-            // Nothing of a failed append may stay: earlier batches of it were
-            // never acknowledged, and readers have not seen them (the end offset
-            // is published only below).
-            return Err(self.give_up_append(first, next, e, &mut w));
-        }
-        let advance = !self.replicated.load(Ordering::Acquire);
-        self.publish_append(w, &config, next, records, advance)?;
-        Ok(AppendInfo {
-            base_offset: first,
-            last_offset: next - 1,
-            log_append_time,
-            records,
-            duplicate: false,
-        })
+        Ok((next, records))
     }
 
     /// Undoes a failed append whose batches reached `next` (from `first`):

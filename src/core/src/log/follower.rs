@@ -25,7 +25,9 @@ impl PartitionLog {
         let mut w = self.writer.lock();
         self.check_open()?;
         let first = self.log_end_offset();
-        let mut infos = Vec::new();
+        // Each batch's bytes, header facts, leader epoch and producer fields.
+        let (mut parts, mut infos, mut epochs, mut producers) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let mut expected = first;
         let mut pos = 0;
         while pos < buf.len() {
@@ -57,51 +59,30 @@ impl PartitionLog {
                     b.last_offset()
                 )));
             }
-            let info = BatchInfo {
+            parts.push(b.as_bytes());
+            infos.push(BatchInfo {
                 position: 0,
                 size: b.size() as u64,
                 base_offset: b.base_offset(),
                 last_offset: b.last_offset(),
                 max_timestamp: b.max_timestamp(),
                 records: b.records_count(),
-            };
-            infos.push((
-                pos,
-                info,
-                b.partition_leader_epoch(),
-                ProducerBatch::of(&b, b.base_offset(), b.max_timestamp()),
-            ));
+            });
+            epochs.push(b.partition_leader_epoch());
+            producers.push(ProducerBatch::of(&b, b.base_offset(), b.max_timestamp()));
             expected = b.last_offset() + 1;
             pos += b.size();
         }
         if infos.is_empty() {
             return Err(Error::InvalidArgument("nothing to append: no record batch given".into()));
         }
-        let mut next = first;
-        let mut records = 0i64;
-        let mut written = Ok(());
-        for (pos, info, epoch, producer) in &infos {
-            let bytes = &buf[*pos..*pos + info.size as usize];
-            // The epoch's start goes in first, as for a leader's append.
-            written = self
-                .epochs
-                .lock()
-                .assign(*epoch, info.base_offset)
-                .and_then(|_| self.maybe_roll(&config, info, &mut w.producers))
-                .and_then(|seg| seg.append(bytes, info, config.index_interval_bytes));
-            if let Err(e) = &written {
-                self.note_write_error(e);
-                break;
-            }
-            if let Some(p) = producer {
-                w.producers.apply(p);
-            }
-            next = info.last_offset + 1;
-            records += i64::from(info.records);
-        }
-        if let Err(e) = written {
-            return Err(self.give_up_append(first, next, e, &mut w));
-        }
+        // Written as a leader's are: runs of batches, one write each (the leader
+        // measured a write per batch at half the speed of the same bytes in runs).
+        let (next, records) =
+            match self.write_in_runs(&config, &parts, &infos, |i| epochs[i], &producers, &mut w) {
+                Ok(reached) => reached,
+                Err((next, e)) => return Err(self.give_up_append(first, next, e, &mut w)),
+            };
         // A follower's high watermark comes from its leader, not its appends.
         self.publish_append(w, &config, next, records, false)?;
         Ok(AppendInfo {

@@ -83,6 +83,9 @@ fn a_follower_writes_the_leaders_batches_byte_for_byte() {
     let info = follower.append_as_follower(bytes.clone()).unwrap();
     assert_eq!((info.base_offset, info.last_offset), (0, leader.log_end_offset() - 1));
     assert_eq!(log_bytes(&follower), bytes, "offsets, epochs and timestamps as the leader wrote them");
+    // Written in runs, one write each, rolled where the leader's batch-by-batch appends rolled.
+    assert!(leader.segment_count() > 2);
+    assert_eq!(follower.segment_bases(), leader.segment_bases());
     assert_eq!(pairs(&follower), pairs(&leader));
     assert_eq!(follower.offset_for_leader_epoch(2), leader.offset_for_leader_epoch(2));
     assert_eq!(follower.producer_state(7), leader.producer_state(7), "producer state follows too");
