@@ -3,6 +3,7 @@
 //! straight into Arrow columns.
 
 use std::borrow::Cow;
+use std::mem::MaybeUninit;
 use std::ops::{Deref, Range};
 use std::sync::Arc;
 
@@ -185,6 +186,24 @@ fn decode_wanted(
     Ok((out, iter.position() == bytes.len()))
 }
 
+/// `decode_wanted` of a slice of at most `SMALL_READ` bytes read into an
+/// unzeroed buffer on the stack. In a frame of its own, not its caller's: the
+/// caller's read has just run the catch-up with its own stack buffer below, so
+/// this one lands on stack pages already touched (a fresh process pays a page
+/// fault for each new one, several microseconds here).
+#[inline(never)]
+fn decode_small(
+    slice: &ReadSlice,
+    verify: bool,
+    offset: i64,
+    limit: usize,
+    ticket: CrcTicket,
+) -> Result<(Vec<DecodedBatch>, bool)> {
+    let mut buf = [MaybeUninit::<u8>::uninit(); SMALL_READ];
+    let bytes = slice.read_into(&mut buf[..slice.byte_len()])?;
+    decode_wanted(bytes, verify, offset, limit, slice, ticket)
+}
+
 /// Batches from `offset` on, at most about `max_bytes` of them, the first one
 /// holding a record at `offset` or later: batches a cleaning emptied (or that
 /// hold only records before `offset`) are stepped over, so that an empty result
@@ -218,10 +237,7 @@ fn read_batches_once(
             match slice.with_mapped(|bytes| decode_wanted(bytes, verify, offset, limit, &slice, ticket)) {
                 Some(decoded) => decoded,
                 None if limit <= LOOKUP_RECORDS && slice.byte_len() <= SMALL_READ => {
-                    let mut buf = [0u8; SMALL_READ];
-                    let bytes = &mut buf[..slice.byte_len()];
-                    slice.read_into(bytes)?;
-                    decode_wanted(bytes, verify, offset, limit, &slice, ticket)
+                    decode_small(&slice, verify, offset, limit, ticket)
                 }
                 None => decode_shared(Arc::new(slice.bytes()?), verify).map(|b| (b, true)),
             }

@@ -1,6 +1,7 @@
 //! Reading the log: whole batches from one segment as a file range (what a
 //! Fetch sends), and the offset for a timestamp (ListOffsets by time).
 
+use std::mem::MaybeUninit;
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -32,11 +33,12 @@ impl ReadSlice {
         self.range.as_ref().map_or(0, |r| r.length as usize)
     }
 
-    /// Reads the slice's bytes into `buf`, which is `byte_len()` long.
-    pub fn read_into(&self, buf: &mut [u8]) -> Result<()> {
+    /// Reads the slice's bytes into `buf`, which is `byte_len()` long and
+    /// need not be initialised, and returns them.
+    pub fn read_into<'b>(&self, buf: &'b mut [MaybeUninit<u8>]) -> Result<&'b [u8]> {
         match (&self.segment, &self.range) {
-            (Some(seg), Some(r)) => seg.read_exact_at(buf, r.position),
-            _ => Ok(()),
+            (Some(seg), Some(r)) => seg.read_exact_at_uninit(buf, r.position),
+            _ => Ok(&[]),
         }
     }
 

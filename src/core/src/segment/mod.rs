@@ -13,6 +13,7 @@ mod tail;
 mod verified;
 
 use std::fs::{self, File, OpenOptions};
+use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -572,16 +573,53 @@ impl Segment {
     /// it was a tenth of a read-only `poll_arrow` pass).
     fn read_bytes_unmapped(&self, position: u64, len: usize) -> Result<Vec<u8>> {
         let mut buf: Vec<u8> = Vec::with_capacity(len);
-        let fd = std::os::fd::AsRawFd::as_raw_fd(&self.log);
-        while buf.len() < len {
-            let done = buf.len();
+        self.pread_exact(&mut buf.spare_capacity_mut()[..len], position)?;
+        // SAFETY: `pread_exact` filled all `len` bytes of the spare capacity.
+        unsafe { buf.set_len(len) };
+        Ok(buf)
+    }
+
+    /// Reads `buf.len()` bytes at `position` into memory that need not be
+    /// initialised (a buffer on the stack, left unzeroed: zeroing 32 KiB for
+    /// every reader's lookup touched stack pages a read never reaches), and
+    /// returns them.
+    pub fn read_exact_at_uninit<'b>(
+        &self,
+        buf: &'b mut [MaybeUninit<u8>],
+        position: u64,
+    ) -> Result<&'b [u8]> {
+        let len = buf.len();
+        let mapped = self.map.with(
+            &self.log,
+            || self.size(),
+            position,
+            len,
+            |b| {
+                // SAFETY: `b` and `buf` are both `len` bytes long and distinct
+                // (`b` is the map's, `buf` a borrow of the caller's memory).
+                unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), buf.as_mut_ptr().cast::<u8>(), len) }
+            },
+        );
+        if mapped.is_err() {
+            self.pread_exact(buf, position)?;
+        }
+        // SAFETY: all `len` bytes were written, by the copy or by `pread_exact`;
+        // MaybeUninit<u8> has u8's layout.
+        Ok(unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), len) })
+    }
+
+    /// Fills `buf` from the log file at `position` with `pread`, which only
+    /// writes to it; an error if the file ends first.
+    fn pread_exact(&self, buf: &mut [MaybeUninit<u8>], position: u64) -> Result<()> {
+        let fd = self.log.as_raw_fd();
+        let mut done = 0;
+        while done < buf.len() {
             let Ok(at) = libc::off_t::try_from(position + done as u64) else {
                 return Err(Error::at(&self.log_path)(std::io::ErrorKind::InvalidInput.into()));
             };
-            // SAFETY: the pointer and length describe `buf`'s spare capacity,
-            // which pread only writes; `set_len` below covers only the bytes it
-            // reports as written.
-            let n = unsafe { libc::pread(fd, buf.as_mut_ptr().add(done).cast(), len - done, at) };
+            // SAFETY: the pointer and length describe the unfilled rest of
+            // `buf`, memory the caller lends us, which pread only writes.
+            let n = unsafe { libc::pread(fd, buf[done..].as_mut_ptr().cast(), buf.len() - done, at) };
             match n {
                 0 => return Err(Error::at(&self.log_path)(std::io::ErrorKind::UnexpectedEof.into())),
                 n if n < 0 => {
@@ -590,11 +628,10 @@ impl Segment {
                         return Err(Error::at(&self.log_path)(e));
                     }
                 }
-                // SAFETY: pread wrote `n` bytes past `done`, within the capacity.
-                n => unsafe { buf.set_len(done + n as usize) },
+                n => done += n as usize,
             }
         }
-        Ok(buf)
+        Ok(())
     }
 
     /// Whether the batch a walk found passes its CRC (what a header walk skips).

@@ -231,6 +231,30 @@ fn a_reader_checks_batches_longer_than_a_piece_to_their_last_byte() {
     assert_eq!((r.size(), r.damaged_at()), (bounds[2], None));
 }
 
+/// A read into unzeroed memory returns exactly the file's bytes, from a
+/// writer's map or with pread, and a read past the end is an error naming the
+/// file, not bytes nobody wrote.
+#[test]
+fn a_read_into_unzeroed_memory_gives_the_files_bytes_or_an_error() {
+    use std::mem::MaybeUninit;
+    let dir = tempfile::tempdir().unwrap();
+    let writer = filled(dir.path(), 4);
+    writer.sync().unwrap();
+    let size = writer.size();
+    let want = fs::read(&writer.log_path).unwrap();
+    let reader = Segment::open(dir.path(), 0, 1 << 20, SegmentMode::Reader).unwrap();
+    for seg in [&writer, &reader] {
+        let mut buf = [MaybeUninit::<u8>::uninit(); 8192];
+        for (pos, len) in [(0u64, 1usize), (7, 100), (0, size as usize), (size - 10, 10)] {
+            let got = seg.read_exact_at_uninit(&mut buf[..len], pos).unwrap();
+            assert_eq!(got, &want[pos as usize..pos as usize + len]);
+        }
+    }
+    let mut buf = [MaybeUninit::<u8>::uninit(); 64];
+    let err = reader.read_exact_at_uninit(&mut buf, size - 10).err().unwrap();
+    assert!(err.to_string().contains("00000000000000000000.log"), "{err}");
+}
+
 #[test]
 fn the_log_fd_reads_a_range_and_outlives_unlinking_and_shows_a_truncation_as_short() {
     use std::os::fd::AsRawFd;
