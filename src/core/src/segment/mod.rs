@@ -15,7 +15,6 @@ mod verified;
 use std::fs::{self, File, OpenOptions};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -525,12 +524,12 @@ impl Segment {
         }
     }
 
+    /// Reads `buf.len()` bytes at `position` (see `read_exact_at_uninit`).
     pub fn read_exact_at(&self, buf: &mut [u8], position: u64) -> Result<()> {
-        let len = buf.len();
-        if self.map.with(&self.log, || self.size(), position, len, |b| buf.copy_from_slice(b)).is_ok() {
-            return Ok(());
-        }
-        self.log.read_exact_at(buf, position).map_err(Error::at(&self.log_path))
+        // SAFETY: initialised bytes may be viewed as MaybeUninit<u8> (same
+        // layout), and `read_exact_at_uninit` only ever writes bytes into it.
+        let uninit = unsafe { &mut *(std::ptr::from_mut(buf) as *mut [MaybeUninit<u8>]) };
+        self.read_exact_at_uninit(uninit, position).map(|_| ())
     }
 
     /// `f` on the `len` bytes at `position` borrowed from the map; None if the

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::record::{BatchBuilder, Compression, NewRecord};
+use std::os::unix::fs::FileExt;
 
 const NO_GAPS: Expect = Expect { next_base: i64::MAX, allow_gaps: false };
 

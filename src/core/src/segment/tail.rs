@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use super::Segment;
 use crate::error::{Error, Result};
-use crate::record::batch::{peek_offset_and_size, RecordBatch, HEADER_LEN, LOG_OVERHEAD};
+use crate::record::batch::{peek_offset_and_size, RecordBatch, HEADER_LEN};
 
 impl Segment {
     /// For a reader in another process: takes in the whole, CRC-valid batches the
@@ -29,26 +29,25 @@ impl Segment {
         let file_size = self.log.metadata().map_err(Error::at(&self.log_path))?.len();
         let mut pos = self.size();
         let mut next = None;
-        while pos + HEADER_LEN as u64 <= file_size {
-            let mut head = [0u8; LOG_OVERHEAD];
-            self.read_exact_at(&mut head, pos)?;
-            let Some((_, size)) = peek_offset_and_size(&head) else { break };
-            if size < HEADER_LEN || pos + size as u64 > file_size {
-                break;
-            }
-            let last = match self.checked_batch_at(pos, size)? {
-                Some(last) => last,
+        loop {
+            let (last, size) = match self.tail_batch_at(pos, file_size)? {
+                TailBatch::Valid { last, size } => (last, size),
+                TailBatch::Partial => break,
                 // Torn (the writer is still writing it) or damaged? The writer
                 // appends one batch at a time, so if a whole, valid batch follows,
                 // this one was finished first: read it again to tell.
-                None if !self.valid_batch_at(pos + size as u64, file_size)? => break,
-                None => match self.checked_batch_at(pos, size)? {
-                    Some(last) => last,
-                    None => {
-                        self.damaged_at.store(pos, Ordering::Release);
+                TailBatch::Invalid { size } => {
+                    if !matches!(self.tail_batch_at(pos + size as u64, file_size)?, TailBatch::Valid { .. }) {
                         break;
                     }
-                },
+                    match self.tail_batch_at(pos, file_size)? {
+                        TailBatch::Valid { last, size } => (last, size),
+                        _ => {
+                            self.damaged_at.store(pos, Ordering::Release);
+                            break;
+                        }
+                    }
+                }
             };
             next = Some(last + 1);
             pos += size as u64;
@@ -62,33 +61,27 @@ impl Segment {
         Ok(next)
     }
 
-    fn valid_batch_at(&self, pos: u64, file_size: u64) -> Result<bool> {
-        if pos + HEADER_LEN as u64 > file_size {
-            return Ok(false);
-        }
-        let mut head = [0u8; LOG_OVERHEAD];
-        self.read_exact_at(&mut head, pos)?;
-        let Some((_, size)) = peek_offset_and_size(&head) else { return Ok(false) };
-        if size < HEADER_LEN || pos + size as u64 > file_size {
-            return Ok(false);
-        }
-        Ok(self.checked_batch_at(pos, size)?.is_some())
-    }
-
-    /// The last offset of the `size`-byte batch at `pos` if it is whole and its
-    /// CRC-32C holds. It is read through a buffer on the stack, piece by piece:
-    /// a heap buffer of a batch's size was a fresh process's first, and landed
-    /// on a fresh 2 MiB huge page (~150-250 µs to zero here) in the catch-up
-    /// before a cold lookup.
-    fn checked_batch_at(&self, pos: u64, size: usize) -> Result<Option<i64>> {
+    /// The batch at `pos` in a file of `file_size` bytes, read through a buffer
+    /// on the stack, piece by piece, its CRC-32C taken as it goes; its first
+    /// piece gives its length too, so each batch is one read when it fits one.
+    /// (A heap buffer of a batch's size was a fresh process's first, and landed
+    /// on a fresh 2 MiB huge page, ~150-250 µs to zero here, in the catch-up
+    /// before a cold lookup.)
+    fn tail_batch_at(&self, pos: u64, file_size: u64) -> Result<TailBatch> {
+        let Some(left) = file_size.checked_sub(pos).filter(|&l| l >= HEADER_LEN as u64) else {
+            return Ok(TailBatch::Partial);
+        };
         let mut buf = [MaybeUninit::<u8>::uninit(); TAIL_PIECE];
-        let first = self.read_exact_at_uninit(&mut buf[..size.min(TAIL_PIECE)], pos)?;
-        let Ok(head) = RecordBatch::header_only(first) else { return Ok(None) };
-        if head.size() != size {
-            return Ok(None);
+        let first_len = left.min(TAIL_PIECE as u64) as usize;
+        let first = self.read_exact_at_uninit(&mut buf[..first_len], pos)?;
+        let Some((_, size)) = peek_offset_and_size(first) else { return Ok(TailBatch::Partial) };
+        if size < HEADER_LEN || size as u64 > left {
+            return Ok(TailBatch::Partial);
         }
+        let Ok(head) = RecordBatch::header_only(first) else { return Ok(TailBatch::Invalid { size }) };
         let last = head.last_offset();
         let mut crc = head.piecewise_crc();
+        let first = &first[..size.min(first_len)];
         crc.update(&first[HEADER_LEN..]);
         let mut at = first.len();
         while at < size {
@@ -97,10 +90,20 @@ impl Segment {
             crc.update(piece);
             at += piece.len();
         }
-        Ok(crc.matches().then_some(last))
+        Ok(if crc.matches() { TailBatch::Valid { last, size } } else { TailBatch::Invalid { size } })
     }
 }
 
-/// The piece `checked_batch_at` reads at a time: a batch of up to 32 KiB
+/// What `tail_batch_at` found.
+enum TailBatch {
+    /// Whole and CRC-valid: its last offset and its size.
+    Valid { last: i64, size: usize },
+    /// Not all there (yet): the file ends inside it, or its length is no length.
+    Partial,
+    /// All its bytes are there but it does not check out: torn or damaged.
+    Invalid { size: usize },
+}
+
+/// The piece `tail_batch_at` reads at a time: a batch of up to 32 KiB
 /// (twice Kafka's default `batch.size`) in one read, as a lookup's slice.
 pub(super) const TAIL_PIECE: usize = 32 * 1024;
