@@ -11,7 +11,8 @@ executors (`path`), the same store served by a `seglog.Broker` in this process
 (`kafka.bootstrap.servers`: Fetch requests decoded into Arrow in Rust), and
 Parquet. The reads run in rounds, each source once per round in turn (path
 and Parquet, then, with the broker up, the broker and Parquet), after a
-warm-up round: so that every source meets the JVM equally warmed up. Prints
+warm-up round: so that every source meets the JVM equally warmed up. The JVM
+keeps its default collector (G1 here; see `local_session`). Prints
 the best of R rounds and the median over rounds of each round's ratio to the
 Parquet run of the same round. Also times a batch write of the N
 records into a seglog topic, through `path` (2 tasks that take the store's writer
@@ -110,6 +111,9 @@ def main() -> None:
         store_path, parquet_dir = build(root, n, args.value_bytes)
         print(f"built {n:,} records of {args.value_bytes} B in {time.perf_counter() - t:.1f}s", flush=True)
         spark = local_session("seglog-bench", driver_memory="2g")
+        management = spark.sparkContext._jvm.java.lang.management
+        gc_names = [b.getName() for b in management.ManagementFactory.getGarbageCollectorMXBeans()]
+        print(f"JVM collectors: {', '.join(gc_names)}", flush=True)
         agg = ("count(*) AS n", "sum(length(value)) AS bytes")
         expected = (n, n * args.value_bytes)
 
@@ -164,6 +168,7 @@ def main() -> None:
 
     figures = {
         "records": n,
+        "jvm_collectors": gc_names,
         "value_bytes": args.value_bytes,
         "seglog_read_s": round(t_seglog, 3),
         "seglog_read_rows_per_s": round(n / t_seglog),

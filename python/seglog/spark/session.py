@@ -18,7 +18,11 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 def local_session(app_name: str = "seglog", *, driver_memory: str = "1g", fast_start: bool = False) -> Any:
     """A quiet local SparkSession (``local[2]``, UTC, no UI) whose Python workers
     run this interpreter, as seglog's examples, tests and benchmarks use it.
-    ``fast_start`` trades JIT quality for start-up time (tests)."""
+    ``fast_start`` trades JIT quality and throughput for start-up time (tests):
+    C1 only and the serial collector. Otherwise the JVM keeps its default
+    collector (G1), as a Spark deployment does; the serial one's full
+    collections of a 2 GB heap cost on-heap readers such as Parquet's a
+    hundred milliseconds every other query here, which skewed comparisons."""
     import os
     import sys
     import tempfile
@@ -30,9 +34,9 @@ def local_session(app_name: str = "seglog", *, driver_memory: str = "1g", fast_s
     fd, conf = tempfile.mkstemp(prefix="seglog-log4j2-", suffix=".properties")
     with os.fdopen(fd, "w") as f:
         f.write(_QUIET_LOG4J)
-    java = f"-XX:+UseSerialGC -Dlog4j2.configurationFile=file:{conf}"
+    java = f"-Dlog4j2.configurationFile=file:{conf}"
     if fast_start:
-        java += " -XX:TieredStopAtLevel=1"
+        java += " -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
     session = (
         SparkSession.builder.master("local[2]")
         .appName(app_name)
