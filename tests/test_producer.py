@@ -305,6 +305,30 @@ def test_send_batch_unkeyed_and_to_an_explicit_partition(store: seglog.Store) ->
     assert all(r.timestamp >= before for r in tail)
 
 
+class _Bytes(bytes):
+    pass
+
+
+def test_send_batch_reads_lists_in_place_and_leaves_them_as_they_were(store: seglog.Store) -> None:
+    # Lists of bytes are read where they are; items of other bytes-like types make
+    # the call read a converted copy instead. Either way the caller's lists keep
+    # their items, and every record gets its own key and value.
+    store.create_topic("t")
+    values: list[Any] = [b"v%d" % i for i in range(3000)]
+    values[5], values[6], values[7] = _Bytes(b"sub"), bytearray(b"ba"), None
+    keys: list[Any] = [b"k%d" % i for i in range(3000)]
+    keys[10] = bytearray(b"bk")
+    before = [(type(v), v) for v in values], [(type(k), k) for k in keys]
+    with seglog.Producer(store) as producer:
+        assert producer.send_batch("t", values, keys=keys, partition=0) == [(0, 0, 2999)]
+        assert producer.send_batch("t", values[:5], keys=keys[:5], partition=0) == [(0, 3000, 3004)]
+        assert producer.send_batch("t", tuple(values[5:8]), partition=0) == [(0, 3005, 3007)]
+    assert ([(type(v), v) for v in values], [(type(k), k) for k in keys]) == before
+    got = [(r.key, r.value) for r in store.read("t", 0, 0, max_records=10_000, max_bytes=1 << 30)]
+    expected = [(bytes(k), None if v is None else bytes(v)) for k, v in zip(keys, values, strict=True)]
+    assert got == expected + expected[:5] + [(None, b"sub"), (None, b"ba"), (None, None)]
+
+
 def test_send_batch_takes_pyarrow_arrays(store: seglog.Store) -> None:
     store.create_topic("t")
     values = pa.array([b"zero", None, b"two", b"", b"four", b"five"], type=pa.binary())

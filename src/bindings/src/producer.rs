@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pyo3::buffer::PyBuffer;
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
 use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
@@ -347,8 +347,8 @@ impl Producer {
     ) -> PyResult<Vec<(i32, i64, i64)>> {
         let core = self.core()?;
         core.ensure_open().map_err(to_py)?;
-        let values = ByteItems::new(values, "values")?;
-        let keys = match keys.filter(|k| !k.is_none()) {
+        let mut values = ByteItems::new(values, "values")?;
+        let mut keys = match keys.filter(|k| !k.is_none()) {
             Some(k) => {
                 let k = ByteItems::new(k, "keys")?;
                 if k.len() != values.len() {
@@ -370,9 +370,8 @@ impl Producer {
         // Every record is checked before the first is added: the sink hands full
         // batches to the sender while the rest are encoded, and a call refused
         // for one of its records must write none of them.
-        let values = values.spans()?;
-        let keys = keys.as_ref().map(ByteItems::spans).transpose()?;
-        sink.add_all(partition, ts, keys.as_deref(), &values).map_err(to_py)?;
+        with_items(&mut values, keys.as_mut(), |values, keys| sink.add_all(partition, ts, keys, values))?
+            .map_err(to_py)?;
         let groups = sink.finish().map_err(to_py)?;
         py.detach(|| {
             let mut out = Vec::new();
@@ -427,52 +426,58 @@ impl Producer {
     }
 }
 
-/// The items of `values`/`keys` for `send_batch`, taken once and then read
-/// in place: a sequence's bytes objects (other bytes-like items copied into
-/// new ones), or a pyarrow binary array's buffers, so that no record's bytes
-/// are copied before they go into a batch.
+/// The items of `values`/`keys` for `send_batch`, read in place: a list's
+/// bytes objects, or a pyarrow binary array's buffers, so that no record's
+/// bytes are copied before they go into a batch.
 enum ByteItems<'py> {
-    List(HeldBytes<'py>),
+    /// The caller's list, or a new one (of another iterable's items, or of
+    /// bytes copies of items that are bytes-like but not `bytes`).
+    List(Bound<'py, PyList>),
     Arrow(ArrowBinary),
 }
 
-/// Each item's bytes (None for None), kept alive and unchanged by the
-/// references held to their objects: `bytes` is immutable.
-struct HeldBytes<'py> {
-    spans: Vec<Option<(*const u8, usize)>>,
-    _held: Vec<Bound<'py, PyBytes>>,
-}
+/// Each item's bytes, None for None.
+type Spans<'a> = Vec<Option<&'a [u8]>>;
 
-impl<'py> HeldBytes<'py> {
-    fn new(items: impl ExactSizeIterator<Item = PyResult<Bound<'py, PyAny>>>, what: &str) -> PyResult<Self> {
-        let mut spans = Vec::with_capacity(items.len());
-        let mut held = Vec::with_capacity(items.len());
-        for item in items {
-            let item = item?;
-            if item.is_none() {
-                spans.push(None);
-                continue;
+/// The bytes of each item of `values` and (if given) `keys` handed to `f`,
+/// read in place. A list's items are read by borrowed references, with no
+/// reference taken or dropped per item: under the stable ABI each of those
+/// is a call, and a bulk send spent more time in them (and in touching
+/// every object's count twice more) than in encoding the records.
+///
+/// Borrowed references stay valid while nothing changes the list. This
+/// thread holds the GIL from the first item read until `f` returns, so no
+/// other thread runs Python meanwhile; reading the items makes and frees no
+/// Python object (which could start a collection and with it a finalizer
+/// that changes the list); and `f` is `Send`, so it cannot reach Python.
+/// Lists with other items are first replaced by new lists of bytes copies,
+/// which only this call can reach, and every list is read again after.
+fn with_items<R>(
+    values: &mut ByteItems<'_>,
+    mut keys: Option<&mut ByteItems<'_>>,
+    f: impl FnOnce(&[Option<&[u8]>], Option<&[Option<&[u8]>]>) -> R + Send,
+) -> PyResult<R> {
+    for _ in 0..2 {
+        // SAFETY: see above; from here until `f` returns nothing makes or
+        // frees a Python object or runs Python code (an error from an Arrow
+        // array's offsets is made after the lists are read, and returned).
+        let v = unsafe { values.read_in_place() }?;
+        // SAFETY: as for `values`.
+        let k = keys.as_deref().map(|k| unsafe { k.read_in_place() }).transpose()?;
+        if let Some(v) = &v {
+            match &k {
+                None => return Ok(f(v, None)),
+                Some(Some(k)) => return Ok(f(v, Some(k))),
+                Some(None) => {}
             }
-            let bytes = match item.cast_into::<PyBytes>() {
-                Ok(b) => b,
-                Err(e) => {
-                    let item = e.into_inner();
-                    let backed = bytes_arg(Some(&item), &format!("each of {what}"))?;
-                    PyBytes::new(item.py(), backed.as_deref().unwrap_or_default())
-                }
-            };
-            let b = bytes.as_bytes();
-            spans.push(Some((b.as_ptr(), b.len())));
-            held.push(bytes);
         }
-        Ok(HeldBytes { spans, _held: held })
+        values.replace_with_bytes("values")?;
+        if let Some(k) = keys.as_deref_mut() {
+            k.replace_with_bytes("keys")?;
+        }
     }
-
-    fn spans(&self) -> Vec<Option<&[u8]>> {
-        // SAFETY: each pointer and length are those of a bytes object in `_held`,
-        // alive as long as `self` and never changed (bytes are immutable).
-        self.spans.iter().map(|s| s.map(|(p, n)| unsafe { std::slice::from_raw_parts(p, n) })).collect()
-    }
+    // New lists of bytes, which nothing else can reach, are always read.
+    Err(PyRuntimeError::new_err("send_batch: the items changed while they were read"))
 }
 
 /// A pyarrow `binary`/`string` (or `large_*`) array, by its buffers.
@@ -599,33 +604,86 @@ fn spans_between<'a>(
 
 impl<'py> ByteItems<'py> {
     fn new(seq: &Bound<'py, PyAny>, what: &'static str) -> PyResult<Self> {
+        // A list first: asking it for pyarrow's attributes would make (and
+        // drop) an AttributeError each, per call.
+        if let Ok(l) = seq.cast_exact::<PyList>() {
+            return Ok(ByteItems::List(l.clone()));
+        }
         if let Some(a) = ArrowBinary::from_array(seq)? {
             return Ok(ByteItems::Arrow(a));
         }
-        let held = match seq.cast::<PyList>() {
-            Ok(l) => HeldBytes::new((0..l.len()).map(|i| l.get_item(i)), what)?,
+        match seq.cast::<PyList>() {
+            Ok(l) => Ok(ByteItems::List(l.clone())),
             Err(_) => {
                 let items = seq
                     .try_iter()
                     .map_err(|_| PyTypeError::new_err(format!("{what} must be a sequence of bytes")))?
-                    .collect::<Vec<_>>();
-                HeldBytes::new(items.into_iter(), what)?
+                    .collect::<PyResult<Vec<_>>>()?;
+                Ok(ByteItems::List(PyList::new(seq.py(), items)?))
             }
-        };
-        Ok(ByteItems::List(held))
+        }
     }
 
     fn len(&self) -> usize {
         match self {
-            ByteItems::List(l) => l.spans.len(),
+            ByteItems::List(l) => l.len(),
             ByteItems::Arrow(a) => a.len,
         }
     }
 
-    fn spans(&self) -> PyResult<Vec<Option<&[u8]>>> {
-        match self {
-            ByteItems::List(l) => Ok(l.spans()),
-            ByteItems::Arrow(a) => a.spans(),
+    /// Each item's bytes (None for None), or None if a list holds an item that
+    /// is neither a `bytes` object nor None (see `replace_with_bytes`).
+    ///
+    /// # Safety
+    ///
+    /// A list's items are read by borrowed references: the caller must not
+    /// let anything change the list while it uses them (see `with_items`).
+    unsafe fn read_in_place(&self) -> PyResult<Option<Spans<'_>>> {
+        let list = match self {
+            ByteItems::Arrow(a) => return a.spans().map(Some),
+            ByteItems::List(l) => l,
+        };
+        let n = list.len();
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            // SAFETY: `i` is within the list, which the caller keeps unchanged
+            // (and so its items alive) while it uses what is read here.
+            let item = unsafe {
+                let ptr = pyo3::ffi::PyList_GetItem(list.as_ptr(), i as pyo3::ffi::Py_ssize_t);
+                if ptr.is_null() {
+                    return Err(PyErr::fetch(list.py()));
+                }
+                pyo3::Borrowed::from_ptr(list.py(), ptr)
+            };
+            if item.is_none() {
+                out.push(None);
+                continue;
+            }
+            let Ok(b) = item.cast::<PyBytes>() else { return Ok(None) };
+            let b = b.as_bytes();
+            // SAFETY: the bytes of an immutable object the list keeps alive
+            // (above); the borrow of `item` itself ends here.
+            out.push(Some(unsafe { std::slice::from_raw_parts(b.as_ptr(), b.len()) }));
         }
+        Ok(Some(out))
+    }
+
+    /// Replaces a list with a new one of its items as `bytes` objects (bytes-like
+    /// items copied; None kept; anything else refused with a TypeError).
+    fn replace_with_bytes(&mut self, what: &str) -> PyResult<()> {
+        let ByteItems::List(list) = self else { return Ok(()) };
+        let py = list.py();
+        let mut items = Vec::with_capacity(list.len());
+        for item in list.iter() {
+            let item = if item.is_none() || item.is_instance_of::<PyBytes>() {
+                item
+            } else {
+                let backed = bytes_arg(Some(&item), &format!("each of {what}"))?;
+                PyBytes::new(py, backed.as_deref().unwrap_or_default()).into_any()
+            };
+            items.push(item);
+        }
+        *list = PyList::new(py, items)?;
+        Ok(())
     }
 }
