@@ -606,22 +606,17 @@ impl<'py> ByteItems<'py> {
     fn new(seq: &Bound<'py, PyAny>, what: &'static str) -> PyResult<Self> {
         // A list first: asking it for pyarrow's attributes would make (and
         // drop) an AttributeError each, per call.
-        if let Ok(l) = seq.cast_exact::<PyList>() {
+        if let Ok(l) = seq.cast::<PyList>() {
             return Ok(ByteItems::List(l.clone()));
         }
         if let Some(a) = ArrowBinary::from_array(seq)? {
             return Ok(ByteItems::Arrow(a));
         }
-        match seq.cast::<PyList>() {
-            Ok(l) => Ok(ByteItems::List(l.clone())),
-            Err(_) => {
-                let items = seq
-                    .try_iter()
-                    .map_err(|_| PyTypeError::new_err(format!("{what} must be a sequence of bytes")))?
-                    .collect::<PyResult<Vec<_>>>()?;
-                Ok(ByteItems::List(PyList::new(seq.py(), items)?))
-            }
-        }
+        let items = seq
+            .try_iter()
+            .map_err(|_| PyTypeError::new_err(format!("{what} must be a sequence of bytes")))?
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(ByteItems::List(PyList::new(seq.py(), items)?))
     }
 
     fn len(&self) -> usize {
