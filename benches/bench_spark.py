@@ -12,7 +12,7 @@ executors (`path`), the same store served by a `seglog.Broker` in this process
 Parquet. The reads run in rounds, each source once per round in turn (path
 and Parquet, then, with the broker up, the broker and Parquet), after a
 warm-up round: so that every source meets the JVM equally warmed up. The JVM
-keeps its default collector (G1 here; see `local_session`). Prints
+keeps its default collector (G1 with 2 or more CPUs; see `local_session`). Prints
 the best of R rounds and the median over rounds of each round's ratio to the
 Parquet run of the same round. Also times a batch write of the N
 records into a seglog topic, through `path` (2 tasks that take the store's writer

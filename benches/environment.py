@@ -51,7 +51,7 @@ def prefault(gib: float) -> float:
     """Touch ``gib`` GiB of fresh memory and free it; returns the seconds it took.
 
     On a virtual machine, the first write to a guest page the host has not backed
-    yet costs far more than a normal page fault (about 3 ms per MB measured here,
+    yet costs far more than a normal page fault (about 3 ms per MB on a 2-core VM,
     against microseconds): page-cache writes landing on such pages run 5-10x slower
     than on pages used before, which makes write figures swing from run to run. The
     freed pages go back to the kernel's free lists and serve the page cache next.

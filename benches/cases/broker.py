@@ -57,7 +57,7 @@ from .produce import S1_CASE, S3_CASE, producer_send, seg_timed
 from .stores import SegCtx, seg_finish, seg_populate
 
 PEERS = Path(__file__).resolve().parent / "peers.py"
-#: Where the broker and peer processes import seglog from: the package measured here.
+#: Where the broker and peer processes import seglog from: the package the bench measures.
 SEGLOG_PATH = str(Path(seglog.__file__).resolve().parent.parent)
 
 #: The producer rows' client settings (besides bootstrap.servers and acks).
@@ -65,7 +65,7 @@ PRODUCER = {
     "linger.ms": 5,
     "batch.size": 1_000_000,
     "compression.type": "none",
-    "enable.idempotence": False,  # InitProducerId is not served yet
+    "enable.idempotence": False,  # plain produce: no producer id, no sequence numbers
     # room for every record of a run, so produce() never waits on a full queue
     "queue.buffering.max.messages": 10_000_000,
 }

@@ -21,8 +21,8 @@ def fresh(*args: str | int) -> dict[str, int]:
     """Runs this script in a new interpreter with ``args``; its JSON answer.
 
     With OPENBLAS_NUM_THREADS=1: pyarrow imports numpy, whose OpenBLAS starts a
-    thread per CPU that spins for a while after the import; on 2 CPUs that took
-    half the machine from the first pass (0.21 s became 0.29-0.51 s). A Spark
+    thread per CPU that spins for a while after the import; on 2 CPUs that takes
+    half the machine from the first pass (0.29-0.51 s instead of 0.21 s). A Spark
     task, what this row stands for, runs in a worker forked from a daemon that
     imported pyarrow long before, and a fork carries no such threads."""
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
@@ -34,7 +34,7 @@ def fresh(*args: str | int) -> dict[str, int]:
 
 def _arrow(store_path: str, topic: str) -> dict[str, int]:
     # Imported before the clock starts, as in a Spark worker (pyarrow's import
-    # alone is ~0.2 s here, most of a first pass over 300k records).
+    # alone is ~0.2 s on a 2-core VM, most of a first pass over 300k records).
     import pyarrow  # noqa: F401
 
     import seglog

@@ -61,9 +61,9 @@ KCAT_PRODUCER = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v i
 #: kcat -C's -X settings: the B rows' fetch sizes (no group: ``-p 0`` assigns the
 #: partition), and room in librdkafka's fetch queue for every record: past
 #: queued.min.messages (100,000 by default) or queued.max.messages.kbytes (64 MiB)
-#: librdkafka 2.0 puts off the next Fetch until its 1 s timer (seen with strace: 0.7-0.9 s
-#: between a 16 MiB response and the next request), which made a run of 1,000,000
-#: records 1.3-7 s instead of about 1 s.
+#: librdkafka 2.0 puts off the next Fetch until its 1 s timer (under strace: 0.7-0.9 s
+#: between a 16 MiB response and the next request), which makes a run of 1,000,000
+#: records take 1.3-7 s instead of about 1 s.
 KCAT_CONSUMER = {
     k: str(CONSUMER[k]) for k in ("fetch.max.bytes", "max.partition.fetch.bytes", "receive.message.max.bytes")
 } | {"queued.min.messages": "10000000", "queued.max.messages.kbytes": "2097151"}

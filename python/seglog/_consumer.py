@@ -524,7 +524,7 @@ class Consumer:
         if limit is not None:
             # A poll for a few records (a seek and a lookup) reads about their
             # worth of log, not a whole fetch: copying 1 MiB out of the page
-            # cache to hand out one record was 95 % of such a poll. Always at
+            # cache to hand out one record would be 95 % of such a poll. Always at
             # least one batch, as with any fetch size. Only for a few records
             # is the rest of what was read left unparsed: the records of a
             # larger read stay pending for the next polls, or each poll would

@@ -474,7 +474,7 @@ def _plan(args: argparse.Namespace, backend: Backend, g: Group) -> dict[TP, int]
             target = end if found is None else found
         else:
             target = g.offsets[tp] + args.shift_by
-        # Kafka's tool clamps to the log's range, as here.
+        # Clamped to the log's range, as Kafka's tool does.
         plan[tp] = min(max(target, start), end)
     return plan
 

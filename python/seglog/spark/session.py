@@ -22,7 +22,7 @@ def local_session(app_name: str = "seglog", *, driver_memory: str = "1g", fast_s
     C1 only and the serial collector. Otherwise the JVM keeps its default
     collector (G1), as a Spark deployment does; the serial one's full
     collections of a 2 GB heap cost on-heap readers such as Parquet's a
-    hundred milliseconds every other query here, which skewed comparisons."""
+    hundred milliseconds every other query, which skews comparisons."""
     import os
     import sys
     import tempfile

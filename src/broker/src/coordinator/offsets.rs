@@ -48,7 +48,7 @@ pub fn expired_offsets(g: &Group, now: i64, retention_ms: i64) -> Vec<(String, i
         }
         (None, _) => Box::new(|commit_ts| commit_ts),
         // Groups with members keep their offsets (Kafka also expires those of
-        // topics a Stable consumer group no longer subscribes to; not here).
+        // topics a Stable consumer group no longer subscribes to; this one does not).
         _ => return Vec::new(),
     };
     g.offsets

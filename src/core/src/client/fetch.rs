@@ -119,8 +119,8 @@ const LOOKUP_RECORDS: usize = 16;
 /// A lookup in a segment that is not mapped (a reader process's) reads a slice
 /// up to this long into a buffer on the stack and copies out only the records it
 /// returns, as from a map: no heap buffer per lookup. A fresh process's first
-/// heap buffer of a batch's size lands on a fresh 2 MiB huge page, which this
-/// VM takes ~250 µs to zero, most of a cold open-and-lookup.
+/// heap buffer of a batch's size lands on a fresh 2 MiB huge page, which takes
+/// ~250 µs to zero on a 2-core VM: most of a cold open-and-lookup.
 const SMALL_READ: usize = 32 * 1024;
 
 /// As `decode`, from bytes borrowed (a segment's map) rather than read: only
@@ -190,7 +190,7 @@ fn decode_wanted(
 /// unzeroed buffer on the stack. In a frame of its own, not its caller's: the
 /// caller's read has just run the catch-up with its own stack buffer below, so
 /// this one lands on stack pages already touched (a fresh process pays a page
-/// fault for each new one, several microseconds here).
+/// fault for each new one, several microseconds on a VM).
 #[inline(never)]
 fn decode_small(
     slice: &ReadSlice,

@@ -121,7 +121,7 @@ impl<'a> Cursor<'a> {
             Some(n) => Ok(n),
         }
     }
-    /// Skips a flexible version's tagged fields (none are known here).
+    /// Skips a flexible version's tagged fields (this codec knows none).
     fn skip_tagged_fields(&mut self) -> Result<()> {
         let n = self.unsigned_varint()?;
         for _ in 0..n {

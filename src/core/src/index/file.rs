@@ -104,9 +104,9 @@ impl IndexFile {
         let map = unsafe { MmapMut::map_mut(&file) }.map_err(Error::at(path))?;
         drop(file);
         // No read-ahead on a fault: the kernel would otherwise fill its whole
-        // read-ahead window (8 MiB on this machine's disk) of the preallocated,
+        // read-ahead window (8 MiB on some virtual disks) of the preallocated,
         // mostly empty file with zeroed pages at the first touch of an entry,
-        // which was 13 % of a bulk writer's time. Entries are written one page
+        // about 13 % of a bulk writer's time. Entries are written one page
         // after another and looked up by binary search; neither gains from it.
         // Only advice: a kernel that ignores it costs speed, not correctness.
         let _ = map.advise(memmap2::Advice::Random);

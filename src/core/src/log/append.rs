@@ -168,8 +168,8 @@ impl PartitionLog {
 
     /// `append_as_leader` of the batches of several buffers, in order, as one
     /// append (all or nothing). Batches bound for the same segment are written
-    /// with one `pwritev` (up to `RUN_BYTES`): one 64 KiB write per batch was
-    /// half the speed of the same bytes in 256 KiB writes here.
+    /// with one `pwritev` (up to `RUN_BYTES`): one 64 KiB write per batch runs
+    /// at half the speed of the same bytes in 256 KiB writes.
     pub fn append_buffers(&self, bufs: &mut [&mut [u8]], origin: AppendOrigin) -> Result<AppendInfo> {
         if self.read_only {
             return Err(Error::ReadOnly("append"));

@@ -76,8 +76,8 @@ impl PartitionLog {
         if infos.is_empty() {
             return Err(Error::InvalidArgument("nothing to append: no record batch given".into()));
         }
-        // Written as a leader's are: runs of batches, one write each (the leader
-        // measured a write per batch at half the speed of the same bytes in runs).
+        // Written as a leader's are: runs of batches, one write each (a write per
+        // batch runs at half the speed of the same bytes written in runs).
         let (next, records) =
             match self.write_in_runs(&config, &parts, &infos, |i| epochs[i], &producers, &mut w) {
                 Ok(reached) => reached,

@@ -243,7 +243,7 @@ fn external_batches_are_validated() {
     assert_eq!(log.log_end_offset(), 0);
 }
 
-// --------------------------------------------------------------------------- damage on disk (issue 9)
+// --------------------------------------------------------------------------- damage on disk
 
 fn seg_path(dir: &Path, base: i64, suffix: &str) -> PathBuf {
     dir.join("t-0").join(crate::segment::file_name(base, suffix))

@@ -64,9 +64,9 @@ impl Segment {
     /// The batch at `pos` in a file of `file_size` bytes, read through a buffer
     /// on the stack, piece by piece, its CRC-32C taken as it goes; its first
     /// piece gives its length too, so each batch is one read when it fits one.
-    /// (A heap buffer of a batch's size was a fresh process's first, and landed
-    /// on a fresh 2 MiB huge page, ~150-250 µs to zero here, in the catch-up
-    /// before a cold lookup.)
+    /// (A heap buffer of a batch's size would be a fresh process's first, and
+    /// land on a fresh 2 MiB huge page, ~150-250 µs to zero on a VM, in the
+    /// catch-up before a cold lookup.)
     fn tail_batch_at(&self, pos: u64, file_size: u64) -> Result<TailBatch> {
         let Some(left) = file_size.checked_sub(pos).filter(|&l| l >= HEADER_LEN as u64) else {
             return Ok(TailBatch::Partial);
