@@ -49,9 +49,9 @@ test-rust:
 	@echo "==> cargo test (the core, alone)"
 	cargo test --quiet --workspace
 
-test-python: develop
+test-python: develop zookeeper
 	@echo "==> pytest"
-	$(PY) -m pytest $(PYTEST_ARGS)
+	SEGLOG_TESTING_REQUIRE_ZOOKEEPER=1 $(PY) -m pytest $(PYTEST_ARGS)
 
 # The kill -9 crash loops alone.
 test-crash: develop
@@ -59,12 +59,21 @@ test-crash: develop
 
 # The replication tests alone: ZooKeeper and broker processes, killed and paused.
 test-cluster: develop zookeeper
-	$(PY) -m pytest -m cluster $(PYTEST_ARGS)
+	SEGLOG_TESTING_REQUIRE_ZOOKEEPER=1 $(PY) -m pytest -m cluster $(PYTEST_ARGS)
 
-# Debian's zookeeper package (and java), installed when missing (as root, as here);
-# the tests' fixtures do the same through seglog._zookeeper.ensure_installed.
-zookeeper: develop
-	@$(PY) -c "import seglog._zookeeper as z; z.ensure_installed()"
+# Debian's zookeeper package (which brings java), installed with apt-get when its
+# server jar is missing; 'apt-get update' first only when the plain install fails
+# (a machine with no package lists yet). Needs root; the library itself never
+# installs anything.
+ZOOKEEPER_JAR := /usr/share/java/zookeeper.jar
+APT_LOG := $(or $(TMPDIR),/tmp)/seglog-apt.log
+zookeeper:
+	@test -f $(ZOOKEEPER_JAR) || { \
+	  echo "==> installing Debian's zookeeper package (log: $(APT_LOG))"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -q zookeeper > $(APT_LOG) 2>&1 \
+	  || { apt-get update -q >> $(APT_LOG) 2>&1 && apt-get install -y -q zookeeper >> $(APT_LOG) 2>&1; } \
+	  || { echo "apt-get install zookeeper failed; see $(APT_LOG)"; exit 1; }; }
 
 # ZooKeeper and three brokers in racks r1, r2, r3 on 127.0.0.1 until Ctrl-C
 # (README "Replication (a cluster)"). CLUSTER_ARGS="--config k=v" for more.
@@ -91,8 +100,8 @@ bench-spark: develop
 	$(PY) benches/bench_spark.py $(SPARK_BENCH_ARGS)
 
 # kcat (librdkafka's command-line client, a native program) for the broker rows
-# BK1-BK6: Debian's package, installed when missing (as root, as here). If it cannot
-# be installed the bench goes on without those rows and says so.
+# BK1-BK6: Debian's package, installed when missing (needs root). If it cannot be
+# installed the bench goes on without those rows and says so.
 KCAT_LOG := $(or $(TMPDIR),/tmp)/seglog-kcat-install.log
 bench-kcat:
 	@command -v kcat >/dev/null || { \

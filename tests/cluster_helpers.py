@@ -29,7 +29,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 import seglog
-from seglog._cluster import LocalCluster
+from seglog.testing import LocalCluster
 
 T = TypeVar("T")
 

@@ -1,5 +1,6 @@
 """Shared fixtures: every test gets its own store directory on the real disk; cluster
-tests get ZooKeeper (installed from Debian's package when missing) and broker processes."""
+tests get ZooKeeper (Debian's package, which ``make test`` installs) and broker processes.
+seglog's own pytest plugin (seglog.testing.plugin) is loaded too, through its entry point."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import seglog
-from seglog._cluster import LocalCluster
-from seglog._zookeeper import ZooKeeper, ensure_installed
+from seglog.testing import LocalCluster, ZooKeeper
+from seglog.testing.plugin import require_zookeeper
 
 # Spark workers and subprocess writers must run this interpreter, with this package.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -48,11 +49,11 @@ def broker(store: seglog.Store) -> Iterator[seglog.Broker]:
         yield b
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def zookeeper_installed() -> None:
-    """Debian's zookeeper package, installed with apt-get when missing (as CI machines
-    start without it)."""
-    ensure_installed()
+    """ZooKeeper and Java are there (``make test`` installs Debian's zookeeper package and
+    sets SEGLOG_TESTING_REQUIRE_ZOOKEEPER=1, so a missing one fails rather than skips)."""
+    require_zookeeper()
 
 
 @pytest.fixture

@@ -30,8 +30,7 @@ from cluster_helpers import (
     store_log,
     wait_for,
 )
-from seglog._cluster import LocalCluster
-from seglog._zookeeper import ZooKeeper
+from seglog.testing import LocalCluster, ZooKeeper
 
 
 def test_checker_passes_what_was_kept() -> None:

@@ -44,7 +44,7 @@ from cluster_helpers import (
     wait_for,
 )
 from cluster_helpers import assert_replicas_identical as replicas_identical
-from seglog._cluster import LocalCluster
+from seglog.testing import LocalCluster
 
 # Every wait below has its own deadline; their sum for one test may pass the default
 # per-test timeout, whose thread method would end the whole run.

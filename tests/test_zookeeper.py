@@ -19,8 +19,8 @@ import seglog
 import seglog.cli.serve
 from broker_helpers import assert_serves, env, serving
 from seglog import cli
-from seglog._cluster import LocalCluster
-from seglog._zookeeper import ZooKeeper, ZooKeeperNotInstalledError, ensure_installed, four_letter_word
+from seglog.testing import LocalCluster, ZooKeeper, ZooKeeperNotInstalledError
+from seglog.testing.zookeeper import four_letter_word, missing
 
 
 def kazoo(connect: str) -> KazooClient:
@@ -95,28 +95,58 @@ def test_a_taken_port_gets_new_ports(tmp_path: Path, zookeeper_installed: None) 
             assert zk.mode(1) == "standalone"
 
 
-def test_missing_jar_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def fake_apt_get(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An apt-get first on PATH that records its calls: the library must make none."""
+    calls = tmp_path / "apt-calls"
+    fake = tmp_path / "bin" / "apt-get"
+    fake.parent.mkdir()
+    fake.write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexit 1\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
+    return calls
+
+
+def test_missing_jar_is_a_clear_error_and_nothing_is_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = fake_apt_get(tmp_path, monkeypatch)
     jar = tmp_path / "zookeeper.jar"
-    monkeypatch.setattr("seglog._zookeeper.ZOOKEEPER_JAR", str(jar))
+    monkeypatch.setattr("seglog.testing.zookeeper.ZOOKEEPER_JAR", str(jar))
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    assert missing() == str(jar)
     with pytest.raises(ZooKeeperNotInstalledError, match=rf"{jar} is missing.*apt-get install zookeeper"):
         ZooKeeper(tmp_path / "zk")
+    with pytest.raises(ZooKeeperNotInstalledError, match="SEGLOG_ZOOKEEPER_JAR"):
+        LocalCluster(tmp_path / "c")
     assert issubclass(ZooKeeperNotInstalledError, seglog.SeglogError)
     assert issubclass(ZooKeeperNotInstalledError, RuntimeError)
-    # Not root: nothing is installed, the same error says what to do.
-    monkeypatch.setattr("os.geteuid", lambda: 1000)
-    with pytest.raises(ZooKeeperNotInstalledError, match="apt-get install zookeeper"):
-        ensure_installed()
+    assert not calls.exists()
+
+
+def test_the_jar_can_be_named_by_the_environment(tmp_path: Path) -> None:
+    jar = tmp_path / "zk.jar"
+    code = "import seglog.testing.zookeeper as z; print(z.ZOOKEEPER_JAR, z.missing())"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "SEGLOG_ZOOKEEPER_JAR": str(jar)},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert out == [str(jar), str(jar)]
 
 
 def test_cluster_command_without_zookeeper_says_what_to_install(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr("seglog._zookeeper.ZOOKEEPER_JAR", str(tmp_path / "zookeeper.jar"))
+    calls = fake_apt_get(tmp_path, monkeypatch)
+    monkeypatch.setattr("seglog.testing.zookeeper.ZOOKEEPER_JAR", str(tmp_path / "zookeeper.jar"))
     assert cli.main(["cluster", "--dir", str(tmp_path / "c")]) == 1
     err = capsys.readouterr().err
     assert err.startswith("seglog: error: ZooKeeper is not installed")
     assert "apt-get install zookeeper" in err
     assert err.count("\n") == 1
+    assert not calls.exists()
 
 
 def test_serve_help_names_zookeeper_and_rack() -> None:
@@ -200,34 +230,3 @@ def test_local_cluster_reports_a_broker_that_cannot_start(tmp_path: Path, zookee
     assert not any(cluster.alive(n) for n in cluster.broker_ids)
     assert cluster.zookeeper.pid(1) is None
     assert "seglog: error:" in cluster.log_path(1).read_text()
-
-
-def test_ensure_installed_runs_apt_get_update_only_when_install_fails(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    jar = tmp_path / "java" / "zookeeper.jar"
-    calls = tmp_path / "calls"
-    fake = tmp_path / "bin" / "apt-get"
-    fake.parent.mkdir()
-    # Like a fresh machine: no package lists, so install fails until update has run.
-    fake.write_text(
-        "#!/bin/sh\n"
-        f'echo "$*" >> {calls}\n'
-        'case "$1" in\n'
-        f"  update) touch {tmp_path}/updated ;;\n"
-        f"  install) [ -e {tmp_path}/updated ] || exit 100; mkdir -p {jar.parent}; touch {jar} ;;\n"
-        "esac\n"
-    )
-    fake.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
-    monkeypatch.setattr("seglog._zookeeper.ZOOKEEPER_JAR", str(jar))
-    monkeypatch.setattr("os.geteuid", lambda: 0)
-    ensure_installed()
-    assert jar.exists()
-    assert calls.read_text().splitlines() == [
-        "install -y -q zookeeper",
-        "update -q",
-        "install -y -q zookeeper",
-    ]
-    ensure_installed()  # installed: apt-get is not run again
-    assert len(calls.read_text().splitlines()) == 3

@@ -48,8 +48,7 @@ def replication_group(b: Bench) -> None:
     except ImportError:
         print("replication: confluent-kafka not installed: no R rows", file=sys.stderr)
         return
-    from seglog._cluster import LocalCluster
-    from seglog._zookeeper import ZooKeeperNotInstalledError
+    from seglog.testing import LocalCluster, ZooKeeperNotInstalledError
 
     n = b.data.n
     print(f"replication ({n:,} records; 3 brokers, racks r1-r3, ZooKeeper standalone)", file=sys.stderr)

@@ -9,7 +9,7 @@ import signal
 import sys
 import threading
 
-from .._cluster import LocalCluster
+from ..testing.cluster import LocalCluster
 from ._common import CliError, positive
 from .serve import _key_value
 

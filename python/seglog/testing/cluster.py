@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from ._zookeeper import ZooKeeper
+from ..errors import SeglogError
+from .zookeeper import ZooKeeper
 
 __all__ = ["LocalCluster"]
 
@@ -25,7 +26,7 @@ ANY_PORT = "127.0.0.1:0"
 def _child_env() -> dict[str, str]:
     # The brokers import this very package, wherever it was imported from.
     env = {k: v for k, v in os.environ.items() if k != "SEGLOG_STORE"}
-    package_parent = str(Path(__file__).resolve().parent.parent)
+    package_parent = str(Path(__file__).resolve().parent.parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
     return env
 
@@ -208,6 +209,34 @@ class LocalCluster:
             return None
         self._terminate([b], timeout)
         return b.proc.returncode
+
+    def wait_until_ready(self, timeout: float = 60.0) -> None:
+        """Until the running brokers' Metadata names every one of them and a controller:
+        what a client needs before it creates replicated topics."""
+        from .._native import RemoteClient  # the extension, only once a cluster runs
+
+        want = {n for n in self._brokers if self.alive(n)}
+        deadline = time.monotonic() + timeout
+        seen: object = None
+        while True:
+            try:
+                client = RemoteClient(self.bootstrap_servers, client_id="seglog-testing", timeout_ms=5000)
+                try:
+                    md = client.metadata([])
+                finally:
+                    client.close()
+                seen = md
+                ids = {int(b["node_id"]) for b in md["brokers"]}
+                if ids >= want and int(md["controller_id"]) in ids:
+                    return
+            except (OSError, SeglogError) as e:  # not answering yet
+                seen = e
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"brokers {sorted(want)} not all in the cluster's metadata after {timeout:.0f}s "
+                    f"(last seen: {seen})"
+                )
+            time.sleep(0.1)
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM every broker (paused ones are resumed first), wait (SIGKILL after

@@ -1,6 +1,6 @@
 """A ZooKeeper for a local cluster: Debian's ``zookeeper`` package run standalone or as
 an ensemble of N nodes on 127.0.0.1, each node a ``java`` child process with its own
-directory, ``zoo.cfg`` and free ports."""
+directory, ``zoo.cfg`` and free ports. It uses what is installed and installs nothing."""
 
 from __future__ import annotations
 
@@ -14,12 +14,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
-from .errors import SeglogError
+from ..errors import SeglogError
 
-__all__ = ["ZOOKEEPER_JAR", "ZooKeeper", "ZooKeeperNotInstalledError", "ensure_installed"]
+__all__ = ["ZOOKEEPER_JAR", "ZooKeeper", "ZooKeeperNotInstalledError", "four_letter_word", "missing"]
 
-#: The server jar of Debian's ``zookeeper`` package (its manifest names every dependency).
-ZOOKEEPER_JAR = "/usr/share/java/zookeeper.jar"
+#: The server jar: ``$SEGLOG_ZOOKEEPER_JAR``, or Debian's ``zookeeper`` package's (its
+#: manifest names every dependency).
+ZOOKEEPER_JAR = os.environ.get("SEGLOG_ZOOKEEPER_JAR", "/usr/share/java/zookeeper.jar")
 #: slf4j's simple binding (from ``libslf4j-java``, a dependency): the server's log on stderr.
 SLF4J_SIMPLE_JAR = "/usr/share/java/slf4j-simple.jar"
 JVM_OPTIONS = ("-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
@@ -33,7 +34,10 @@ class ZooKeeperNotInstalledError(SeglogError, RuntimeError):
     """ZooKeeper's server jar (or ``java``) is missing: install Debian's ``zookeeper``."""
 
 
-def _missing() -> str | None:
+def missing() -> str | None:
+    """What a local ZooKeeper lacks on this host: the server jar's path or ``"java"``, or
+    ``None`` when both are there. Nothing here installs them: Debian's ``zookeeper`` package
+    brings both (the project's ``make test`` installs it)."""
     if not os.path.isfile(ZOOKEEPER_JAR):
         return ZOOKEEPER_JAR
     if shutil.which("java") is None:
@@ -42,34 +46,12 @@ def _missing() -> str | None:
 
 
 def _require_installed() -> None:
-    missing = _missing()
-    if missing is not None:
+    what = missing()
+    if what is not None:
         raise ZooKeeperNotInstalledError(
-            f"ZooKeeper is not installed: {missing} is missing "
-            "(install Debian's package: apt-get install zookeeper)"
-        )
-
-
-def ensure_installed() -> None:
-    """Install Debian's ``zookeeper`` package (which brings ``java``) if its server jar is
-    missing, as root with ``apt-get``; ``apt-get update`` first only when the plain install
-    fails (an empty package list). Raises :class:`ZooKeeperNotInstalledError` when it is
-    missing and cannot be installed."""
-    if _missing() is None:
-        return
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        _require_installed()
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = ["apt-get", "install", "-y", "-q", "zookeeper"]
-    out = subprocess.run(install, env=env, capture_output=True, text=True)
-    if out.returncode != 0:
-        subprocess.run(["apt-get", "update", "-q"], env=env, capture_output=True, text=True)
-        out = subprocess.run(install, env=env, capture_output=True, text=True)
-    if _missing() is not None:
-        tail = " ".join((out.stderr or out.stdout).strip().splitlines()[-3:])
-        raise ZooKeeperNotInstalledError(
-            f"ZooKeeper is not installed ({_missing()} is missing) and 'apt-get install zookeeper' "
-            f"failed with status {out.returncode}: {tail}"
+            f"ZooKeeper is not installed: {what} is missing "
+            "(install Debian's package: apt-get install zookeeper; or set SEGLOG_ZOOKEEPER_JAR "
+            "to a ZooKeeper server jar whose manifest names its dependencies)"
         )
 
 
