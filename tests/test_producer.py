@@ -758,12 +758,16 @@ def test_send_batch_takes_a_chunked_array(store: seglog.Store) -> None:
 
 
 def test_flush_from_a_delivery_callback_is_refused_not_a_deadlock(store: seglog.Store) -> None:
+    # Registered while the record waits in its batch (linger far away), the callback runs
+    # in the sender thread once flush() sends it: a flush there would wait for itself.
     store.create_topic("t")
     outcome: list[BaseException | None] = []
+    ran_in: list[threading.Thread] = []
     done = threading.Event()
-    with seglog.Producer(store, linger_ms=0) as producer:
+    with seglog.Producer(store, linger_ms=600_000) as producer:
 
         def callback(md: seglog.RecordMetadata) -> None:
+            ran_in.append(threading.current_thread())
             try:
                 producer.flush(timeout=5)
                 outcome.append(None)
@@ -771,6 +775,33 @@ def test_flush_from_a_delivery_callback_is_refused_not_a_deadlock(store: seglog.
                 outcome.append(e)
             done.set()
 
-        producer.send("t", b"x").add_callback(callback)
+        future = producer.send("t", b"x").add_callback(callback)
+        assert not future.is_done
+        producer.flush(timeout=WAIT)
         assert done.wait(WAIT)
+    assert ran_in[0] is not threading.current_thread()
     assert isinstance(outcome[0], ValueError) and "callback" in str(outcome[0])
+
+
+def test_flush_from_a_callback_run_by_the_caller_is_allowed(store: seglog.Store) -> None:
+    # Registered after delivery, the callback runs at once in the caller's thread, which
+    # is not the sender: flushing there waits for the sender like any other flush.
+    store.create_topic("t")
+    outcome: list[BaseException | None] = []
+    with seglog.Producer(store, linger_ms=600_000) as producer:
+        future = producer.send("t", b"x")
+        producer.flush(timeout=WAIT)
+        assert future.is_done
+        pending = producer.send("t", b"y")  # waits for linger until the callback's flush sends it
+
+        def callback(md: seglog.RecordMetadata) -> None:
+            try:
+                producer.flush(timeout=WAIT)
+                outcome.append(None)
+            except BaseException as e:
+                outcome.append(e)
+
+        future.add_callback(callback)
+        assert outcome == [None]
+        assert pending.is_done
+    assert [r.value for r in store.read("t", 0, 0)] == [b"x", b"y"]
