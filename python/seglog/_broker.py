@@ -193,7 +193,10 @@ class Broker:
 
     def stats(self) -> dict[str, int]:
         """Counters: ``bytes_in``, ``messages_in``, ``bytes_out``, ``fetch_sendfile_bytes``,
-        ``fetch_copied_bytes``, ``connections``, ``connections_created``, ``connection_errors``."""
+        ``fetch_copied_bytes``, ``connections``, ``connections_created``, ``connection_errors``,
+        ``connection_write_timeouts``, ``requests_cancelled``, ``queued_request_bytes``,
+        ``purgatory_parked``, ``purgatory_wakeups``, per-API request counts and, for a
+        cluster member, ISR and leadership counts."""
         return dict(self._native.stats())
 
     def metrics_text(self) -> str:

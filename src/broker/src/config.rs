@@ -16,7 +16,12 @@ pub struct BrokerConfig {
     pub advertised_listener: Option<String>,
     /// `socket.request.max.bytes`: the largest request frame accepted.
     pub socket_request_max_bytes: usize,
-    /// `connections.max.idle.ms`: a connection silent this long is closed.
+    /// `queued.max.request.bytes`: the bytes of all requests read and not yet
+    /// answered, broker-wide (None: unbounded, Kafka's -1). Connections stop
+    /// being read from while it is used up.
+    pub queued_max_request_bytes: Option<usize>,
+    /// `connections.max.idle.ms`: a connection silent this long is closed, and
+    /// so is one whose client takes no bytes of its response this long.
     pub connections_max_idle_ms: u64,
     /// `socket.sendfile.enable`: Fetch sends log bytes with sendfile (else a copy).
     pub sendfile: bool,
@@ -79,6 +84,7 @@ impl Default for BrokerConfig {
             listen: "127.0.0.1:9092".into(),
             advertised_listener: None,
             socket_request_max_bytes: 100 << 20,
+            queued_max_request_bytes: Some(QUEUED_MAX_REQUEST_BYTES),
             connections_max_idle_ms: 600_000,
             sendfile: true,
             slow_request_ms: 1_000,
@@ -106,12 +112,18 @@ impl Default for BrokerConfig {
     }
 }
 
+/// The default of `queued.max.request.bytes`: bounded (Kafka's is -1), so
+/// that clients together cannot make the broker hold more than this of
+/// request bytes; room for several requests of the largest size.
+pub const QUEUED_MAX_REQUEST_BYTES: usize = 512 << 20;
+
 /// The broker keys `from_map` understands; everything else goes to the store.
 pub const BROKER_KEYS: &[&str] = &[
     "node.id",
     "listeners",
     "advertised.listeners",
     "socket.request.max.bytes",
+    "queued.max.request.bytes",
     "connections.max.idle.ms",
     "socket.sendfile.enable",
     "log.slow.request.ms",
@@ -195,6 +207,17 @@ impl BrokerConfig {
                 "socket.request.max.bytes" => {
                     c.socket_request_max_bytes = int(key, value, 1024, i32::MAX.into())? as usize
                 }
+                "queued.max.request.bytes" => {
+                    c.queued_max_request_bytes = match int(key, value, -1, i64::MAX)? {
+                        -1 => None,
+                        n if n >= 1 => Some(n as usize),
+                        _ => {
+                            return Err(Error::InvalidConfig(format!(
+                                "{key}: expected -1 (unbounded) or a positive number of bytes, got {value:?}"
+                            )))
+                        }
+                    }
+                }
                 "connections.max.idle.ms" => c.connections_max_idle_ms = int(key, value, 1, i64::MAX)? as u64,
                 "socket.sendfile.enable" => c.sendfile = boolean(key, value)?,
                 "log.slow.request.ms" => c.slow_request_ms = int(key, value, 0, i64::MAX)? as u64,
@@ -250,6 +273,15 @@ impl BrokerConfig {
                 _ => {
                     c.store.insert(key.clone(), value.clone());
                 }
+            }
+        }
+        if let Some(queued) = c.queued_max_request_bytes {
+            if queued < c.socket_request_max_bytes {
+                return Err(Error::InvalidConfig(format!(
+                    "queued.max.request.bytes ({queued}) is below socket.request.max.bytes ({}): \
+                     a request of the largest size could never be read",
+                    c.socket_request_max_bytes
+                )));
             }
         }
         if c.group_min_session_timeout_ms > c.group_max_session_timeout_ms {

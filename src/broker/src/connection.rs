@@ -1,17 +1,23 @@
 //! One client connection: requests are read, handled and answered one at a
 //! time, in order (as Kafka mutes a channel while a request is in flight), so
 //! a client that does not read its responses stops being read from rather
-//! than making the broker buffer without bound.
+//! than making the broker buffer without bound. What a client can hold is
+//! bounded: a parked Produce or Fetch is dropped when its client goes away, a
+//! response that makes no progress for `connections.max.idle.ms` closes the
+//! connection, and request bytes come from the broker's request memory.
 
 use std::io::ErrorKind;
 use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use kafka_protocol::messages::ApiKey;
+use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use crate::frame::{read_frame, FrameError};
+use crate::frame::{read_frame, FrameError, HeaderStart};
 use crate::handlers::{handle, Outcome};
 use crate::logline::log;
 use crate::response::write_response;
@@ -40,7 +46,7 @@ pub async fn serve_connection(
     let max = shared.config.socket_request_max_bytes;
     loop {
         let frame = tokio::select! {
-            f = tokio::time::timeout(idle, read_frame(&mut stream, max)) => f,
+            f = tokio::time::timeout(idle, read_frame(&mut stream, max, &shared.request_memory)) => f,
             _ = stop.changed() => break,
         };
         let frame = match frame {
@@ -57,15 +63,31 @@ pub async fn serve_connection(
             Ok(Ok(frame)) => frame,
         };
         let started = Instant::now();
-        let outcome = PEER.scope(peer, handle(&shared, frame)).await;
+        let handled = PEER.scope(peer, handle(&shared, frame.bytes.clone()));
+        let outcome = if parks(&frame.bytes) {
+            // A long poll or an acks=all wait: given up once its client is gone.
+            tokio::select! {
+                outcome = handled => outcome,
+                _ = peer_gone(&stream) => {
+                    metrics.requests_cancelled.inc();
+                    break;
+                }
+            }
+        } else {
+            handled.await
+        };
         let api = outcome.api();
         match outcome {
             Outcome::Respond { response, .. } => {
-                if let Err(e) = write_response(&mut stream, &response, shared.config.sendfile, metrics).await
-                {
+                let written =
+                    write_response(&mut stream, &response, shared.config.sendfile, metrics, idle).await;
+                if let Err(e) = written {
                     if matches!(e.kind(), ErrorKind::BrokenPipe | ErrorKind::ConnectionReset) {
                         // The client went away before its answer: a normal close.
                         break;
+                    }
+                    if e.kind() == ErrorKind::TimedOut {
+                        metrics.write_timeouts.inc();
                     }
                     metrics.connection_errors.inc();
                     log("warn", "connection_error", &[("peer", &peer), ("api", &api), ("reason", &e)]);
@@ -79,6 +101,7 @@ pub async fn serve_connection(
                 break;
             }
         }
+        drop(frame);
         let took = started.elapsed();
         metrics.request(api, took.as_secs_f64());
         if took.as_millis() as u64 >= shared.config.slow_request_ms {
@@ -86,4 +109,39 @@ pub async fn serve_connection(
         }
     }
     metrics.connections.dec();
+}
+
+/// Whether a request may wait at the broker for others' doing (a Fetch for
+/// data, a Produce for its replicas): those are dropped when the client goes.
+/// Group requests are not: the coordinator keeps a member until its session
+/// times out, as Kafka does.
+fn parks(frame: &[u8]) -> bool {
+    HeaderStart::peek(frame)
+        .is_some_and(|h| h.api_key == ApiKey::Fetch as i16 || h.api_key == ApiKey::Produce as i16)
+}
+
+/// Completes once the peer has closed or reset the connection. Readiness
+/// says so at once for a client that sent nothing more; bytes of a pipelined
+/// request keep the socket readable, and then the socket's state is looked
+/// at every quarter second instead.
+async fn peer_gone(stream: &TcpStream) {
+    if stream.ready(Interest::READABLE).await.is_err() {
+        return;
+    }
+    loop {
+        if hung_up(stream.as_raw_fd()) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Whether the peer has shut down its side (or reset it), whatever bytes are
+/// still unread: poll(2) with POLLRDHUP, which does not wait.
+fn hung_up(fd: RawFd) -> bool {
+    let mut p = libc::pollfd { fd, events: libc::POLLRDHUP, revents: 0 };
+    // SAFETY: one pollfd on the stack for the call's duration, timeout 0;
+    // the descriptor is the connection's, open while the stream is borrowed.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n > 0 && p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
 }

@@ -1,10 +1,19 @@
 //! Request framing: a 4-byte big-endian size, then the request. The size is
-//! checked against `socket.request.max.bytes` before anything is allocated.
+//! checked against `socket.request.max.bytes`, but memory is allocated only
+//! as the bytes arrive (a claim of 100 MiB followed by nothing costs at most
+//! the first read's 64 KiB). A request larger than that first read is read on
+//! only once the broker-wide pool (`queued.max.request.bytes`) has room for
+//! all of it: the pool bounds the bytes of large requests read and not yet
+//! answered, a request waiting for room holds none of it (so no two can wait
+//! on each other), and small requests never wait for large ones.
 
 use std::fmt;
+use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Why a connection's input cannot be served; the connection is closed with a
 /// log line naming it.
@@ -44,8 +53,71 @@ impl fmt::Display for FrameError {
 /// The smallest request: api key, version and correlation id.
 pub const MIN_REQUEST: usize = 8;
 
+/// The first read of a frame's body takes at most this much room; the buffer
+/// then doubles as bytes keep arriving, up to the frame's size.
+const FIRST_READ: usize = 64 << 10;
+
+/// The memory of the requests read and not yet answered, broker-wide: the
+/// pool of `queued.max.request.bytes` (None: unbounded) that large requests
+/// wait on, and the gauge of bytes held by all requests.
+#[derive(Clone, Default)]
+pub struct RequestMemory {
+    pool: Option<Arc<Semaphore>>,
+    held: Gauge,
+}
+
+impl RequestMemory {
+    /// A pool of `bytes` (None: no bound) whose use `held` shows.
+    pub fn new(bytes: Option<usize>, held: Gauge) -> RequestMemory {
+        RequestMemory { pool: bytes.map(|b| Arc::new(Semaphore::new(b))), held }
+    }
+
+    /// Bytes of requests held now.
+    #[cfg(test)]
+    pub fn in_use(&self) -> usize {
+        self.held.get().max(0) as usize
+    }
+
+    /// `bytes` counted, and taken from the pool when `pooled` (waiting for
+    /// room until there is).
+    async fn reserve(&self, bytes: usize, pooled: bool) -> Reservation {
+        let mut permit = None;
+        if let (Some(pool), true) = (&self.pool, pooled) {
+            // The semaphore is never closed; bytes are at most
+            // socket.request.max.bytes, an i32.
+            permit = pool.clone().acquire_many_owned(bytes.min(u32::MAX as usize) as u32).await.ok();
+        }
+        self.held.inc_by(bytes as i64);
+        Reservation { _permit: permit, bytes, held: self.held.clone() }
+    }
+}
+
+/// Room taken from the request memory, given back when dropped.
+struct Reservation {
+    _permit: Option<OwnedSemaphorePermit>,
+    bytes: usize,
+    held: Gauge,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.held.dec_by(self.bytes as i64);
+    }
+}
+
+/// One request's bytes and the room they hold in the broker's request memory,
+/// given back when the frame is dropped (after its response is written).
+pub struct Frame {
+    pub bytes: Bytes,
+    _memory: Reservation,
+}
+
 /// Reads one request frame, or `Closed` at a clean end between frames.
-pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R, max: usize) -> Result<Bytes, FrameError> {
+pub async fn read_frame<R: AsyncRead + Unpin>(
+    r: &mut R,
+    max: usize,
+    memory: &RequestMemory,
+) -> Result<Frame, FrameError> {
     let mut size = [0u8; 4];
     let mut got = 0;
     while got < 4 {
@@ -65,16 +137,41 @@ pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R, max: usize) -> Result<B
         return Err(FrameError::BadSize { size: size.into(), max });
     }
     let size = size as usize;
-    let mut buf = BytesMut::zeroed(size);
-    let mut got = 0;
-    while got < size {
-        match r.read(&mut buf[got..]).await {
-            Ok(0) => return Err(FrameError::Truncated { wanted: size, got }),
-            Ok(n) => got += n,
+    let first = size.min(FIRST_READ);
+    let mut held = memory.reserve(first, false).await;
+    let mut buf: Vec<u8> = Vec::with_capacity(first);
+    read_into(r, &mut buf, first, size).await?;
+    if size > first {
+        // The client is sending a large request: wait for room for all of it,
+        // then read on, the buffer doubling as the bytes come.
+        drop(held);
+        held = memory.reserve(size, true).await;
+        while buf.len() < size {
+            if buf.len() == buf.capacity() {
+                buf.reserve_exact(buf.capacity().min(size - buf.len()));
+            }
+            let upto = buf.capacity().min(size);
+            read_into(r, &mut buf, upto, size).await?;
+        }
+    }
+    Ok(Frame { bytes: Bytes::from(buf), _memory: held })
+}
+
+/// Reads into `buf` until it holds `upto` bytes of a `size`-byte frame.
+async fn read_into<R: AsyncRead + Unpin>(
+    r: &mut R,
+    buf: &mut Vec<u8>,
+    upto: usize,
+    size: usize,
+) -> Result<(), FrameError> {
+    while buf.len() < upto {
+        match (&mut *r).take((upto - buf.len()) as u64).read_buf(buf).await {
+            Ok(0) => return Err(FrameError::Truncated { wanted: size, got: buf.len() }),
+            Ok(_) => {}
             Err(e) => return Err(FrameError::Io(e)),
         }
     }
-    Ok(buf.freeze())
+    Ok(())
 }
 
 /// The fixed start of every request header, read before the full header is

@@ -26,6 +26,7 @@ mod frame;
 mod handlers;
 mod logline;
 mod metrics;
+mod purgatory;
 pub mod replication;
 mod response;
 mod server;

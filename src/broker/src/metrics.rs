@@ -31,6 +31,17 @@ pub struct Metrics {
     pub connections: Gauge,
     pub connections_created: Counter,
     pub connection_errors: Counter,
+    /// Parked Produce and Fetch requests dropped because their client went away.
+    pub requests_cancelled: Counter,
+    /// Connections closed because their client took no bytes of a response
+    /// for `connections.max.idle.ms`.
+    pub write_timeouts: Counter,
+    /// Bytes of requests read and not yet answered (of `queued.max.request.bytes`).
+    pub queued_request_bytes: Gauge,
+    /// Wake-ups of parked requests (one per request per change to a partition it watches).
+    pub purgatory_wakeups: Counter,
+    /// Requests parked now, waiting for their partitions.
+    pub purgatory_parked: Gauge,
     /// A cluster member's replication: Kafka's IsrShrinksPerSec,
     /// IsrExpandsPerSec, LeaderCount and UnderReplicatedPartitions.
     pub isr_shrinks: Counter,
@@ -64,6 +75,11 @@ impl Default for Metrics {
             connections: Gauge::default(),
             connections_created: Counter::default(),
             connection_errors: Counter::default(),
+            requests_cancelled: Counter::default(),
+            write_timeouts: Counter::default(),
+            queued_request_bytes: Gauge::default(),
+            purgatory_wakeups: Counter::default(),
+            purgatory_parked: Gauge::default(),
             isr_shrinks: Counter::default(),
             isr_expands: Counter::default(),
             leader_partitions: Gauge::default(),
@@ -117,6 +133,31 @@ impl Default for Metrics {
             "connection_errors",
             "Connections closed for bad input or I/O errors",
             m.connection_errors.clone(),
+        );
+        registry.register(
+            "requests_cancelled",
+            "Parked Produce and Fetch requests dropped when their client went away",
+            m.requests_cancelled.clone(),
+        );
+        registry.register(
+            "connection_write_timeouts",
+            "Connections closed because the client read nothing of a response for connections.max.idle.ms",
+            m.write_timeouts.clone(),
+        );
+        registry.register(
+            "queued_request_bytes",
+            "Bytes of requests read and not yet answered (bounded by queued.max.request.bytes)",
+            m.queued_request_bytes.clone(),
+        );
+        registry.register(
+            "purgatory_wakeups",
+            "Wake-ups of parked Fetch and Produce requests by changes to a partition they wait on",
+            m.purgatory_wakeups.clone(),
+        );
+        registry.register(
+            "purgatory_parked",
+            "Fetch and Produce requests parked, waiting for their partitions (PurgatorySize)",
+            m.purgatory_parked.clone(),
         );
         registry.register(
             "isr_shrinks",
@@ -184,6 +225,11 @@ impl Metrics {
         m.insert("connections".into(), self.connections.get().max(0) as u64);
         m.insert("connections_created".into(), self.connections_created.get());
         m.insert("connection_errors".into(), self.connection_errors.get());
+        m.insert("requests_cancelled".into(), self.requests_cancelled.get());
+        m.insert("connection_write_timeouts".into(), self.write_timeouts.get());
+        m.insert("queued_request_bytes".into(), self.queued_request_bytes.get().max(0) as u64);
+        m.insert("purgatory_wakeups".into(), self.purgatory_wakeups.get());
+        m.insert("purgatory_parked".into(), self.purgatory_parked.get().max(0) as u64);
         m.insert("isr_shrinks".into(), self.isr_shrinks.get());
         m.insert("isr_expands".into(), self.isr_expands.get());
         m.insert("leader_partitions".into(), self.leader_partitions.get().max(0) as u64);

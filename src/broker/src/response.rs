@@ -2,11 +2,15 @@
 //! order by the connection's one writer (Kafka's `MultiRecordsSend`). File
 //! slices go to the socket with sendfile, or through a buffer when sendfile
 //! is off; either way the slice holds its segment so the file cannot go away
-//! mid-send.
+//! mid-send. A write that makes no progress for the connection's idle time
+//! fails with `TimedOut`: a client that stops reading does not hold its
+//! response (and the segments under it) for ever.
 
+use std::future::Future;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::ResponseHeader;
@@ -99,13 +103,15 @@ impl Drop for Cork {
     }
 }
 
-/// Writes `response` as one frame. Once its size prefix is out, any error
-/// leaves the connection unusable: the caller must close it.
+/// Writes `response` as one frame, failing with `TimedOut` when the socket
+/// takes no bytes for `idle`. Once its size prefix is out, any error leaves
+/// the connection unusable: the caller must close it.
 pub async fn write_response(
     stream: &mut TcpStream,
     response: &Response,
     sendfile: bool,
     metrics: &Metrics,
+    idle: Duration,
 ) -> io::Result<()> {
     let total = response.len();
     let size = i32::try_from(total).map_err(|_| io::Error::other(format!("response of {total} bytes")))?;
@@ -123,40 +129,60 @@ pub async fn write_response(
             Part::Bytes(b) => {
                 if let Some(mut p) = pending.take() {
                     p.extend_from_slice(b);
-                    stream.write_all(&p).await?;
+                    write_bytes(stream, &p, idle).await?;
                 } else {
-                    stream.write_all(b).await?;
+                    write_bytes(stream, b, idle).await?;
                 }
             }
             Part::File(f) => {
                 if let Some(p) = pending.take() {
-                    stream.write_all(&p).await?;
+                    write_bytes(stream, &p, idle).await?;
                 }
                 if sendfile {
-                    send_file(stream, f).await?;
+                    send_file(stream, f, idle).await?;
                     metrics.sendfile_bytes.inc_by(f.length);
                 } else {
-                    copy_file(stream, f).await?;
+                    copy_file(stream, f, idle).await?;
                     metrics.copied_bytes.inc_by(f.length);
                 }
             }
         }
     }
     if let Some(p) = pending.take() {
-        stream.write_all(&p).await?;
+        write_bytes(stream, &p, idle).await?;
+    }
+    Ok(())
+}
+
+/// `step` within `idle`, or `TimedOut`: the socket took nothing for that long.
+async fn within<T>(idle: Duration, step: impl Future<Output = io::Result<T>>) -> io::Result<T> {
+    match tokio::time::timeout(idle, step).await {
+        Ok(r) => r,
+        Err(_) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("the client read nothing of its response for {} ms", idle.as_millis()),
+        )),
+    }
+}
+
+/// Bytes in steps small enough that each one's progress is timed.
+async fn write_bytes(stream: &mut TcpStream, bytes: &[u8], idle: Duration) -> io::Result<()> {
+    const STEP: usize = 256 << 10;
+    for chunk in bytes.chunks(STEP) {
+        within(idle, stream.write_all(chunk)).await?;
     }
     Ok(())
 }
 
 /// The file range to the socket with sendfile(2): the bytes go from the page
 /// cache to the socket without passing through this process.
-async fn send_file(stream: &mut TcpStream, f: &FileSlice) -> io::Result<()> {
+async fn send_file(stream: &mut TcpStream, f: &FileSlice, idle: Duration) -> io::Result<()> {
     let sock = stream.as_raw_fd();
     let file = f.segment.log_fd().as_raw_fd();
     let mut offset = f.position as libc::off_t;
     let end = f.position + f.length;
     while (offset as u64) < end {
-        stream.writable().await?;
+        within(idle, stream.writable()).await?;
         let left = (end - offset as u64).min(1 << 30) as usize;
         let sent = stream.try_io(Interest::WRITABLE, || {
             // SAFETY: both descriptors are open for the call (the socket is
@@ -188,14 +214,14 @@ async fn send_file(stream: &mut TcpStream, f: &FileSlice) -> io::Result<()> {
 }
 
 /// The file range through a buffer: what a transport without sendfile does.
-async fn copy_file(stream: &mut TcpStream, f: &FileSlice) -> io::Result<()> {
+async fn copy_file(stream: &mut TcpStream, f: &FileSlice, idle: Duration) -> io::Result<()> {
     const CHUNK: u64 = 256 << 10;
     let mut pos = f.position;
     let end = f.position + f.length;
     while pos < end {
         let n = (end - pos).min(CHUNK) as usize;
         let buf = f.segment.read_bytes(pos, n).map_err(io::Error::other)?;
-        stream.write_all(&buf).await?;
+        within(idle, stream.write_all(&buf)).await?;
         pos += n as u64;
     }
     Ok(())

@@ -4,7 +4,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use seglog_core::error::{Error, Result};
@@ -16,8 +15,10 @@ use tokio::task::JoinSet;
 use crate::config::BrokerConfig;
 use crate::connection::serve_connection;
 use crate::coordinator::{Coordinator, GroupConfig};
+use crate::frame::RequestMemory;
 use crate::logline::log;
 use crate::metrics::{serve_metrics, Metrics};
+use crate::purgatory::Purgatory;
 use crate::replication::Replication;
 
 /// What every request handler can see.
@@ -28,8 +29,11 @@ pub struct Shared {
     pub advertised: (String, i32),
     pub cluster_id: String,
     pub metrics: Arc<Metrics>,
-    /// Bumped after every append to the store: what a long-polling Fetch waits on.
-    pub appended: watch::Receiver<u64>,
+    /// The bytes of requests read and not yet answered (`queued.max.request.bytes`).
+    pub request_memory: RequestMemory,
+    /// Requests parked per partition (long-polling Fetches, acks=all
+    /// Produces), woken by that partition's appends and high-watermark moves.
+    pub purgatory: Arc<Purgatory>,
     /// Set when the broker stops: long polls answer at once rather than wait.
     pub stopping: watch::Receiver<bool>,
     /// The group coordinator (every group's: this is the only broker).
@@ -46,9 +50,9 @@ pub struct Broker {
     metrics_addr: Option<SocketAddr>,
     stop: watch::Sender<bool>,
     server: Option<tokio::task::JoinHandle<()>>,
-    bridge: Option<JoinHandle<()>>,
     /// The ZooKeeper session loop of a cluster member.
     membership: Option<tokio::task::JoinHandle<()>>,
+    stopped: bool,
 }
 
 fn io_err(what: &str) -> impl FnOnce(std::io::Error) -> Error + '_ {
@@ -92,9 +96,9 @@ impl Broker {
             }
             None => None,
         };
-        let (appended_tx, appended) = watch::channel(0u64);
         let (stop, stop_rx) = watch::channel(false);
-        let bridge = Self::bridge_appends(&store, appended_tx, stop_rx.clone())?;
+        let purgatory =
+            Arc::new(Purgatory::new(metrics.purgatory_wakeups.clone(), metrics.purgatory_parked.clone()));
         // A cluster member joins before it serves: registered, the cluster
         // read, its replicas' roles taken.
         let (replication, cluster_id, membership) = match &config.zookeeper_connect {
@@ -107,13 +111,13 @@ impl Broker {
                     cluster_id,
                     stop_rx.clone(),
                     metrics.clone(),
+                    purgatory.clone(),
                 );
                 let wait = Duration::from_millis(config.zookeeper_session_timeout_ms * 2 + 10_000);
                 let session = match runtime.block_on(r.join(wait)) {
                     Ok(s) => s,
                     Err(e) => {
                         let _ = stop.send(true);
-                        let _ = bridge.join();
                         return Err(e);
                     }
                 };
@@ -122,13 +126,16 @@ impl Broker {
                 (Some(r), id, Some(task))
             }
         };
+        let request_memory =
+            RequestMemory::new(config.queued_max_request_bytes, metrics.queued_request_bytes.clone());
         let shared = Arc::new(Shared {
             store,
             config,
             advertised,
             cluster_id,
             metrics,
-            appended,
+            request_memory,
+            purgatory: purgatory.clone(),
             stopping: stop_rx.clone(),
             coordinator,
             replication,
@@ -136,6 +143,11 @@ impl Broker {
         runtime.spawn(shared.coordinator.clone().run_timer(stop_rx.clone()));
         let (host, port) = &shared.advertised;
         crate::cluster::announce(shared.store.path(), shared.config.node_id, &format!("{host}:{port}"))?;
+        // Every append to the store, from this broker's requests or the
+        // process's own producers, wakes the requests parked on its partition.
+        shared.store.append_signal().set_listener(Some(Arc::new(move |topic: &str, partition: i32| {
+            purgatory.changed(topic, partition)
+        })));
         let server = runtime.spawn(accept_loop(listener, shared.clone(), stop_rx));
         Ok(Broker {
             runtime: Some(runtime),
@@ -144,31 +156,9 @@ impl Broker {
             metrics_addr,
             stop,
             server: Some(server),
-            bridge: Some(bridge),
             membership,
+            stopped: false,
         })
-    }
-
-    /// Carries the store's append signal (a condvar, the core has no tokio)
-    /// into a watch channel that Fetch requests await.
-    fn bridge_appends(
-        store: &Arc<Store>,
-        tx: watch::Sender<u64>,
-        stop: watch::Receiver<bool>,
-    ) -> Result<JoinHandle<()>> {
-        let signal = store.append_signal().clone();
-        std::thread::Builder::new()
-            .name("seglog-broker-appends".into())
-            .spawn(move || {
-                let mut seen = signal.current();
-                while !*stop.borrow() {
-                    if signal.wait_after(seen, Duration::from_millis(100)) {
-                        seen = signal.current();
-                        tx.send_replace(seen);
-                    }
-                }
-            })
-            .map_err(io_err("starting the append watcher"))
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -209,8 +199,9 @@ impl Broker {
         if let Some(rt) = self.runtime.take() {
             rt.shutdown_timeout(Duration::from_secs(1));
         }
-        if let Some(bridge) = self.bridge.take() {
-            let _ = bridge.join();
+        if !self.stopped {
+            self.stopped = true;
+            self.shared.store.append_signal().set_listener(None);
             crate::cluster::withdraw(self.shared.store.path());
         }
     }

@@ -142,10 +142,11 @@ pub async fn handle(shared: &Arc<Shared>, r: FetchRequest, header: &RequestHeade
     let max_bytes = i64::from(r.max_bytes.max(0));
     let min_bytes = r.min_bytes.max(0) as u64;
     let deadline = Instant::now() + Duration::from_millis(r.max_wait_ms.max(0) as u64);
-    let mut appended = shared.appended.clone();
     let who = Fetcher { replication: shared.replication.clone(), replica_id: r.replica_id.0 };
+    // Watching before the first read: a change between the read and the wait
+    // is kept by the watch, not lost.
+    let watch = shared.purgatory.watch(wanted.iter().map(|w| (w.topic.as_str(), w.partition)));
     let (topics, total) = loop {
-        appended.borrow_and_update();
         let store = shared.store.clone();
         let w = wanted.clone();
         let f = who.clone();
@@ -155,11 +156,11 @@ pub async fn handle(shared: &Arc<Shared>, r: FetchRequest, header: &RequestHeade
         if total >= min_bytes.max(1) || errors || now >= deadline || wanted.is_empty() {
             break (topics, total);
         }
-        // Wait for an append anywhere in the store, the deadline, or the
+        // Wait for a change to one of these partitions, the deadline, or the
         // broker stopping (which answers with what there is now).
         let mut stopping = shared.stopping.clone();
         let woken = tokio::select! {
-            r = tokio::time::timeout(deadline - now, appended.changed()) => r.is_ok(),
+            r = tokio::time::timeout(deadline - now, watch.changed()) => r.is_ok(),
             _ = stopping.wait_for(|s| *s) => false,
         };
         if !woken {
@@ -169,6 +170,7 @@ pub async fn handle(shared: &Arc<Shared>, r: FetchRequest, header: &RequestHeade
             break blocking(move || read_all(&store, &w, max_bytes, &f)).await;
         }
     };
+    drop(watch);
     shared.metrics.bytes_out.inc_by(total);
     for p in topics.iter().flat_map(|t| &t.partitions) {
         shared.metrics.error("Fetch", p.error_code);

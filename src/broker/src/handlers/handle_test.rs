@@ -44,7 +44,7 @@ use crate::metrics::Metrics;
 use crate::response::Part;
 
 /// A store with topic `t` (2 partitions, a few records each) behind a `Shared`.
-fn shared() -> (tempfile::TempDir, Arc<Shared>, watch::Sender<u64>) {
+fn shared() -> (tempfile::TempDir, Arc<Shared>) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), &BTreeMap::new(), false).unwrap();
     store.create_topic("t", 2, &BTreeMap::new()).unwrap();
@@ -58,7 +58,9 @@ fn shared() -> (tempfile::TempDir, Arc<Shared>, watch::Sender<u64>) {
             .append_records(&recs, CoreCompression::None, false, AppendOrigin::Embedded)
             .unwrap();
     }
-    let (tx, appended) = watch::channel(0u64);
+    let purgatory = Arc::new(crate::purgatory::Purgatory::default());
+    let wake = purgatory.clone();
+    store.append_signal().set_listener(Some(Arc::new(move |t: &str, p: i32| wake.changed(t, p))));
     // No initial rebalance delay: a seed JoinGroup completes at once.
     let config = BrokerConfig { group_initial_rebalance_delay_ms: 0, ..BrokerConfig::default() };
     let coordinator = crate::coordinator::Coordinator::load(
@@ -73,11 +75,12 @@ fn shared() -> (tempfile::TempDir, Arc<Shared>, watch::Sender<u64>) {
         advertised: ("127.0.0.1".into(), 9092),
         cluster_id: "test-cluster".into(),
         metrics: Arc::new(Metrics::default()),
-        appended,
+        request_memory: crate::frame::RequestMemory::default(),
+        purgatory,
         stopping: tokio::sync::watch::channel(false).1,
         replication: None,
     });
-    (dir, shared, tx)
+    (dir, shared)
 }
 
 fn topic() -> TopicName {
@@ -302,7 +305,7 @@ fn in_child(name: &str, body: impl FnOnce()) {
 #[test]
 fn every_seed_is_a_request_the_broker_answers() {
     // Otherwise the mutations below would start from garbage and prove little.
-    let (_dir, shared, _tx) = shared();
+    let (_dir, shared) = shared();
     let rt = runtime();
     // The coordinator's timer completes joins (the rebalance timeout).
     let (_stop_tx, stop) = watch::channel(false);
@@ -323,7 +326,7 @@ fn every_seed_is_a_request_the_broker_answers() {
 #[test]
 fn every_truncation_of_every_seed_is_answered_or_closed() {
     in_child("every_truncation_of_every_seed_is_answered_or_closed", || {
-        let (_dir, shared, _tx) = shared();
+        let (_dir, shared) = shared();
         let rt = runtime();
         for f in seeds() {
             for len in 0..f.len() {
@@ -418,7 +421,7 @@ fn runner(cases: u32) -> TestRunner {
 #[test]
 fn mutated_valid_requests_never_panic() {
     in_child("mutated_valid_requests_never_panic", || {
-        let (_dir, shared, _tx) = shared();
+        let (_dir, shared) = shared();
         let rt = runtime();
         let seeds = seeds();
         let strategy = (0..seeds.len(), proptest::collection::vec(mutation(), 1..4));
@@ -431,7 +434,7 @@ fn mutated_valid_requests_never_panic() {
 #[test]
 fn arbitrary_bytes_never_panic() {
     in_child("arbitrary_bytes_never_panic", || {
-        let (_dir, shared, _tx) = shared();
+        let (_dir, shared) = shared();
         let rt = runtime();
         runner(512)
             .run(&proptest::collection::vec(any::<u8>(), 0..256), |bytes| {
@@ -445,7 +448,7 @@ fn arbitrary_bytes_never_panic() {
 fn a_served_header_with_an_arbitrary_body_never_panics() {
     in_child("a_served_header_with_an_arbitrary_body_never_panics", || {
         // Random bytes rarely get past the header; these reach every decoder.
-        let (_dir, shared, _tx) = shared();
+        let (_dir, shared) = shared();
         let rt = runtime();
         let served: Vec<(ApiKey, i16)> =
             SUPPORTED.iter().flat_map(|&(k, lo, hi)| (lo..=hi).map(move |v| (k, v))).collect();
@@ -474,7 +477,7 @@ fn an_array_count_beyond_the_frame_closes_the_connection() {
     // 2^31 topics first (kafka-protocol 0.18 does `Vec::with_capacity(count)`,
     // and the failed allocation aborts the broker's process).
     in_child("an_array_count_beyond_the_frame_closes_the_connection", || {
-        let (_dir, shared, _tx) = shared();
+        let (_dir, shared) = shared();
         let rt = runtime();
         let mut f = Vec::new();
         f.extend_from_slice(&2i16.to_be_bytes()); // ListOffsets

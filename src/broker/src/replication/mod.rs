@@ -36,6 +36,7 @@ pub use self::view::ClusterView;
 use crate::config::BrokerConfig;
 use crate::logline::log;
 use crate::metrics::Metrics;
+use crate::purgatory::Purgatory;
 
 /// How many producer ids a broker takes from ZooKeeper at a time (Kafka's block).
 const PRODUCER_ID_BLOCK: i64 = 1000;
@@ -49,9 +50,11 @@ pub struct Replication {
     client: Mutex<Option<Client>>,
     view: RwLock<Arc<ClusterView>>,
     replicas: Mutex<HashMap<(String, i32), Replica>>,
-    /// Bumped whenever a high watermark moves or a role changes: what acks=all
-    /// waits on, and what wakes idle fetchers.
+    /// Bumped whenever a role changes (or the view): what wakes idle fetchers
+    /// and acks=all waits whose leadership may be gone.
     changed: watch::Sender<u64>,
+    /// Where a high watermark's move wakes the requests parked on its partition.
+    purgatory: Arc<Purgatory>,
     controller: tokio::sync::Mutex<Option<ControllerState>>,
     last_rebalance: Mutex<Instant>,
     /// Producer ids: the next one and the end (exclusive) of this broker's block.
@@ -80,6 +83,7 @@ impl Replication {
         cluster_id: String,
         stopping: watch::Receiver<bool>,
         metrics: Arc<Metrics>,
+        purgatory: Arc<Purgatory>,
     ) -> Arc<Replication> {
         Arc::new(Replication {
             node_id: config.node_id,
@@ -90,6 +94,7 @@ impl Replication {
             view: RwLock::new(Arc::new(ClusterView::default())),
             replicas: Mutex::new(HashMap::new()),
             changed: watch::channel(0).0,
+            purgatory,
             controller: tokio::sync::Mutex::new(None),
             last_rebalance: Mutex::new(Instant::now()),
             producer_ids: tokio::sync::Mutex::new((0, 0)),

@@ -444,7 +444,7 @@ impl Replication {
         let before = log.high_watermark();
         if let Ok(after) = log.set_high_watermark(hw) {
             if after > before {
-                self.bump();
+                self.purgatory.changed(log.topic(), log.partition());
             }
         }
     }
@@ -472,6 +472,9 @@ impl Replication {
         timeout: Duration,
     ) -> i16 {
         let deadline = Instant::now() + timeout;
+        // Woken by this partition's high watermark (its watch) or by a role
+        // change anywhere (the cluster's changes), never by other partitions.
+        let watch = self.purgatory.watch([(log.topic(), log.partition())]);
         let mut changes = self.changes();
         let key = (log.topic().to_string(), log.partition());
         loop {
@@ -498,7 +501,8 @@ impl Replication {
             }
             let mut stop = self.stopping.clone();
             tokio::select! {
-                _ = tokio::time::timeout(deadline - now, changes.changed()) => {}
+                _ = tokio::time::timeout(deadline - now, watch.changed()) => {}
+                _ = changes.changed() => {}
                 _ = async { let _ = stop.wait_for(|s| *s).await; } => return E::NotLeaderOrFollower.code(),
             }
         }

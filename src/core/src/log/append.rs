@@ -393,7 +393,7 @@ impl PartitionLog {
             self.high_watermark_kept.store(true, Ordering::Release);
         }
         if let Some(signal) = &*self.signal.read() {
-            signal.bump();
+            signal.bump(&self.topic, self.partition);
         }
         w.unflushed_messages += records;
         let due = w.unflushed_messages >= config.flush_messages

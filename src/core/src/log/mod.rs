@@ -41,7 +41,7 @@ pub use append::{internal_topic_error, is_internal_topic, AppendInfo, AppendOrig
 pub use loader::LoadReport;
 pub use read::ReadSlice;
 pub use retention::RetentionResult;
-pub use signal::AppendSignal;
+pub use signal::{AppendListener, AppendSignal};
 
 /// The leader epoch an embedded log stamps on appended batches: it is its own
 /// leader and never changes epoch (a broker sets others, `set_leader_epoch`).

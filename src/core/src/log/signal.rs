@@ -1,15 +1,22 @@
 //! The in-process wake-up for consumers waiting on new data.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, RwLock};
+
+/// Told the topic and partition of every append: how a server parks its
+/// waiting requests per partition instead of waking all of them.
+pub type AppendListener = Arc<dyn Fn(&str, i32) + Send + Sync>;
 
 /// Wakes consumers waiting for data in this process: bumped on every append to
-/// any partition of a store (one per store, shared by its partitions).
+/// any partition of a store (one per store, shared by its partitions), and
+/// tells the listener, if any, which partition it was.
 #[derive(Default)]
 pub struct AppendSignal {
     seq: Mutex<u64>,
     cv: Condvar,
+    listener: RwLock<Option<AppendListener>>,
 }
 
 impl AppendSignal {
@@ -17,9 +24,17 @@ impl AppendSignal {
         *self.seq.lock()
     }
 
-    pub(super) fn bump(&self) {
+    pub(super) fn bump(&self, topic: &str, partition: i32) {
         *self.seq.lock() += 1;
         self.cv.notify_all();
+        if let Some(listener) = &*self.listener.read() {
+            listener(topic, partition);
+        }
+    }
+
+    /// Calls `listener` after every append from now on (None: no more).
+    pub fn set_listener(&self, listener: Option<AppendListener>) {
+        *self.listener.write() = listener;
     }
 
     /// Waits until something was appended after `seen` (a value of `current`),
