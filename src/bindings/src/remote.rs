@@ -191,7 +191,7 @@ impl RemoteClient {
                     }
                 }
             };
-            let now = seglog_client::producer::now_ms();
+            let now = seglog_core::clock::now_ms();
             with_new_records(&items, now, |recs| producer.send_with(topic, partition, recs, codec))
         })?;
         Ok(result.base_offset)

@@ -18,6 +18,7 @@
 //! allocator would refuse it and abort the process. The broker's tests run
 //! under mimalloc for the same reason.
 
+mod blocking;
 mod cluster;
 pub mod config;
 mod connection;

@@ -8,12 +8,10 @@ use std::io;
 use kafka_protocol::ResponseError;
 use seglog_core::error::{kafka_codes as codes, CorruptBatch, Error};
 
-pub const NONE: i16 = 0;
-pub const LEADER_NOT_AVAILABLE: i16 = 5;
-pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-pub const UNSUPPORTED_VERSION: i16 = 35;
-pub const FENCED_LEADER_EPOCH: i16 = 74;
-pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
+pub use seglog_core::error::kafka_codes::{
+    FENCED_LEADER_EPOCH, LEADER_NOT_AVAILABLE, NONE, NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH,
+    UNSUPPORTED_VERSION,
+};
 
 /// Kafka's name of a code, as its docs and logs spell it (`NOT_LEADER_OR_FOLLOWER`).
 pub fn code_name(code: i16) -> String {

@@ -14,7 +14,7 @@ use kafka_protocol::protocol::StrBytes;
 use seglog_core::client::columns::Columns;
 use seglog_core::client::fetch::{decode, DecodedBatch};
 use seglog_core::error::{kafka_codes, Error, Result};
-use seglog_core::record::batch::LOG_OVERHEAD;
+use seglog_core::record::batch::whole_batches_len;
 use seglog_core::record::{parse_records_from, TimestampType};
 
 use crate::cluster::{Cluster, Step};
@@ -79,20 +79,6 @@ pub struct FetchedRecord {
     pub key: Option<Vec<u8>>,
     pub value: Option<Vec<u8>>,
     pub headers: Vec<(String, Option<Vec<u8>>)>,
-}
-
-/// The length of the whole batches at the start of `bytes`.
-fn whole_batches(bytes: &[u8]) -> usize {
-    let mut pos = 0;
-    while let Some(head) = bytes.get(pos..pos + LOG_OVERHEAD) {
-        let length = i32::from_be_bytes([head[8], head[9], head[10], head[11]]);
-        let end = pos + LOG_OVERHEAD + length.max(0) as usize;
-        if length < 0 || end > bytes.len() {
-            break;
-        }
-        pos = end;
-    }
-    pos
 }
 
 impl FetchedPartition {
@@ -266,7 +252,7 @@ fn fetch_from(
                 // that is RecordTooLarge (as Kafka's consumer says), since no
                 // fetch within these limits would get past it.
                 let mut records = p.records.clone().unwrap_or_default();
-                let whole = whole_batches(&records);
+                let whole = whole_batches_len(&records);
                 if whole == 0 && !records.is_empty() {
                     Step::Done(Err(Error::RecordTooLarge {
                         size: records.len(),

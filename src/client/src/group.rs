@@ -15,7 +15,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::leave_group_request::MemberIdentity;
 use kafka_protocol::messages::offset_commit_request::{
@@ -24,31 +23,28 @@ use kafka_protocol::messages::offset_commit_request::{
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
-    consumer_protocol_assignment, ApiKey, ConsumerProtocolAssignment, ConsumerProtocolSubscription, GroupId,
-    HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest, OffsetFetchRequest,
-    SyncGroupRequest, TopicName,
+    ApiKey, GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest,
+    OffsetFetchRequest, SyncGroupRequest, TopicName,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 use parking_lot::{Condvar, Mutex};
+use seglog_core::error::kafka_codes::{
+    COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, FENCED_INSTANCE_ID, ILLEGAL_GENERATION,
+    MEMBER_ID_REQUIRED, NOT_COORDINATOR, REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID,
+};
 use seglog_core::error::{Error, Result};
 
 use crate::cluster::Cluster;
 use crate::connection::Connection;
+use crate::consumer_protocol::{
+    decode_assignment, decode_subscription, encode_assignment, encode_subscription,
+};
 use crate::errors::{self, About};
 
 /// The protocol type of consumer groups (Kafka's `ConsumerProtocol.PROTOCOL_TYPE`).
 pub const PROTOCOL_TYPE: &str = "consumer";
 /// The assignors this member implements, in Kafka's names.
 pub const ASSIGNORS: &[&str] = &["range", "roundrobin"];
-
-const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
-const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-const NOT_COORDINATOR: i16 = 16;
-const ILLEGAL_GENERATION: i16 = 22;
-const UNKNOWN_MEMBER_ID: i16 = 25;
-const REBALANCE_IN_PROGRESS: i16 = 27;
-const MEMBER_ID_REQUIRED: i16 = 79;
-const FENCED_INSTANCE_ID: i16 = 82;
 
 /// A member's settings, in Kafka's consumer keys.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -897,79 +893,6 @@ pub fn assign(
     for list in out.values_mut() {
         list.sort();
     }
-    Ok(out)
-}
-
-/// ConsumerProtocolSubscription, version 0 (what every consumer reads), with its version prefix.
-pub fn encode_subscription(topics: &[String]) -> Result<Bytes> {
-    let s =
-        ConsumerProtocolSubscription::default().with_topics(topics.iter().map(|t| str_bytes(t)).collect());
-    let mut buf = BytesMut::new();
-    buf.put_i16(0);
-    s.encode(&mut buf, 0)
-        .map_err(|e| Error::InvalidArgument(format!("encoding a consumer subscription: {e}")))?;
-    Ok(buf.freeze())
-}
-
-/// The topics of a ConsumerProtocolSubscription; a version above the
-/// crate's is read as its highest (Kafka's forward compatibility: newer
-/// versions only add fields).
-pub fn decode_subscription(bytes: &Bytes) -> Result<Vec<String>> {
-    let mut buf = bytes.clone();
-    if buf.remaining() < 2 {
-        return Err(errors::protocol(
-            "the coordinator",
-            "a member's subscription is shorter than its version",
-        ));
-    }
-    let version = buf.get_i16().clamp(0, 3);
-    let s = ConsumerProtocolSubscription::decode(&mut buf, version).map_err(|e| {
-        errors::protocol("the coordinator", format!("undecodable consumer subscription: {e}"))
-    })?;
-    Ok(s.topics.iter().map(|t| t.to_string()).collect())
-}
-
-/// ConsumerProtocolAssignment, version 0, with its version prefix.
-pub fn encode_assignment(partitions: &[(String, i32)]) -> Result<Bytes> {
-    let mut topics: Vec<consumer_protocol_assignment::TopicPartition> = Vec::new();
-    for (topic, p) in partitions {
-        match topics.iter_mut().find(|t| t.topic.0.as_str() == topic) {
-            Some(t) => t.partitions.push(*p),
-            None => topics.push(
-                consumer_protocol_assignment::TopicPartition::default()
-                    .with_topic(TopicName(str_bytes(topic)))
-                    .with_partitions(vec![*p]),
-            ),
-        }
-    }
-    let a = ConsumerProtocolAssignment::default().with_assigned_partitions(topics);
-    let mut buf = BytesMut::new();
-    buf.put_i16(0);
-    a.encode(&mut buf, 0)
-        .map_err(|e| Error::InvalidArgument(format!("encoding a consumer assignment: {e}")))?;
-    Ok(buf.freeze())
-}
-
-/// The partitions of a ConsumerProtocolAssignment, sorted (an empty
-/// assignment, as a coordinator sends a member that got none, is none).
-pub fn decode_assignment(bytes: &Bytes) -> Result<Vec<(String, i32)>> {
-    if bytes.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut buf = bytes.clone();
-    if buf.remaining() < 2 {
-        return Err(errors::protocol("the coordinator", "an assignment is shorter than its version"));
-    }
-    let version = buf.get_i16().clamp(0, 3);
-    let a = ConsumerProtocolAssignment::decode(&mut buf, version)
-        .map_err(|e| errors::protocol("the coordinator", format!("undecodable consumer assignment: {e}")))?;
-    let mut out: Vec<(String, i32)> = a
-        .assigned_partitions
-        .iter()
-        .flat_map(|t| t.partitions.iter().map(move |p| (t.topic.0.to_string(), *p)))
-        .collect();
-    out.sort();
-    out.dedup();
     Ok(out)
 }
 

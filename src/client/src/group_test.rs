@@ -43,15 +43,6 @@ fn static_members_sort_first_by_instance_id() {
 }
 
 #[test]
-fn subscriptions_and_assignments_round_trip() {
-    let topics = vec!["a".to_string(), "b".to_string()];
-    assert_eq!(decode_subscription(&encode_subscription(&topics).unwrap()).unwrap(), topics);
-    let parts = [tp("a", &[0, 2]), tp("b", &[1])].concat();
-    assert_eq!(decode_assignment(&encode_assignment(&parts).unwrap()).unwrap(), parts);
-    assert_eq!(decode_assignment(&Bytes::new()).unwrap(), Vec::<(String, i32)>::new());
-}
-
-#[test]
 fn unknown_assignors_are_refused() {
     assert!(assign("sticky", &[sub("a", &["t"])], &counts(&[("t", 1)])).is_err());
 }

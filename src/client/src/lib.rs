@@ -5,7 +5,7 @@
 //! `cluster` (bootstrap, Metadata, a pool of connections per node, retries
 //! with a metadata refresh), then one module per job: `fetch`,
 //! `list_offsets`, `producer` (idempotent), `admin`, `group` (a consumer
-//! group's member). Messages are coded by the
+//! group's member) and `consumer_protocol` (its subscription and assignment). Messages are coded by the
 //! `kafka-protocol` crate; record batches stay opaque bytes, built and decoded
 //! (CRC-checked) by seglog-core, which also does their compression.
 
@@ -13,6 +13,7 @@ pub mod admin;
 pub mod cluster;
 pub mod config;
 pub mod connection;
+pub mod consumer_protocol;
 pub mod errors;
 pub mod fetch;
 pub mod group;

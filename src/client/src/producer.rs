@@ -18,6 +18,7 @@ use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, TopicName}
 use kafka_protocol::protocol::StrBytes;
 use parking_lot::Mutex;
 use seglog_core::error::{kafka_codes, Error, Result};
+use seglog_core::producer_state::increment_sequence;
 use seglog_core::record::{BatchBuilder, Compression, NewRecord, ProducerInfo};
 
 use crate::cluster::{Cluster, Step};
@@ -76,23 +77,6 @@ pub struct IdempotentProducer {
     identity: Mutex<Option<Identity>>,
     generations: std::sync::atomic::AtomicU64,
     sequences: Mutex<Sequences>,
-}
-
-/// Now, in milliseconds since the epoch: the timestamp Kafka's producer gives
-/// a record that has none.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-/// Kafka's `DefaultRecordBatch.incrementSequence`: sequences wrap to 0 after i32::MAX.
-pub fn increment_sequence(sequence: i32, by: i32) -> i32 {
-    if sequence > i32::MAX - by {
-        by - (i32::MAX - sequence) - 1
-    } else {
-        sequence + by
-    }
 }
 
 fn record_size(r: &NewRecord<'_>) -> usize {

@@ -191,18 +191,36 @@ impl Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Kafka's error codes (`org.apache.kafka.common.protocol.Errors`), the ones
-/// seglog's errors stand for.
+/// Kafka's error codes (`org.apache.kafka.common.protocol.Errors`) that seglog
+/// answers with or acts on: the one table of the workspace (the broker's tests
+/// check it against the protocol crate's).
 pub mod kafka_codes {
+    pub const NONE: i16 = 0;
+    pub const UNKNOWN_SERVER_ERROR: i16 = -1;
     pub const OFFSET_OUT_OF_RANGE: i16 = 1;
     pub const CORRUPT_MESSAGE: i16 = 2;
     pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    pub const LEADER_NOT_AVAILABLE: i16 = 5;
+    pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
     pub const MESSAGE_TOO_LARGE: i16 = 10;
+    pub const OFFSET_METADATA_TOO_LARGE: i16 = 12;
+    pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
+    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+    pub const NOT_COORDINATOR: i16 = 16;
     pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
     pub const RECORD_LIST_TOO_LARGE: i16 = 18;
+    pub const ILLEGAL_GENERATION: i16 = 22;
+    pub const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
+    pub const INVALID_GROUP_ID: i16 = 24;
+    pub const UNKNOWN_MEMBER_ID: i16 = 25;
+    pub const INVALID_SESSION_TIMEOUT: i16 = 26;
+    pub const REBALANCE_IN_PROGRESS: i16 = 27;
+    pub const INVALID_COMMIT_OFFSET_SIZE: i16 = 28;
     pub const INVALID_TIMESTAMP: i16 = 32;
+    pub const UNSUPPORTED_VERSION: i16 = 35;
     pub const TOPIC_ALREADY_EXISTS: i16 = 36;
     pub const INVALID_CONFIG: i16 = 40;
+    pub const INVALID_REQUEST: i16 = 42;
     pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
     /// Not returned by seglog (nor by Kafka's log since 0.11's retry rules): a
     /// retried batch is answered with its first copy's offsets and no error.
@@ -212,7 +230,15 @@ pub mod kafka_codes {
     /// Not returned by seglog's log: as in Kafka since KIP-360, a producer the
     /// log does not know may start at any sequence.
     pub const UNKNOWN_PRODUCER_ID: i16 = 59;
+    pub const NON_EMPTY_GROUP: i16 = 68;
+    pub const GROUP_ID_NOT_FOUND: i16 = 69;
+    pub const FENCED_LEADER_EPOCH: i16 = 74;
+    pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
     pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
+    pub const MEMBER_ID_REQUIRED: i16 = 79;
+    pub const GROUP_MAX_SIZE_REACHED: i16 = 81;
+    pub const FENCED_INSTANCE_ID: i16 = 82;
+    pub const GROUP_SUBSCRIBED_TO_TOPIC: i16 = 86;
     pub const INVALID_RECORD: i16 = 87;
 }
 

@@ -127,12 +127,24 @@ fn stable_one(c: &Coordinator, now: i64) -> (String, i32) {
 }
 
 #[test]
-fn error_codes_are_kafkas() {
+fn the_workspace_s_error_codes_are_kafkas() {
+    // Every code of seglog's one table (seglog_core::error::kafka_codes), against
+    // the protocol crate's, which is generated from Kafka's own.
     use kafka_protocol::ResponseError as E;
     for (ours, theirs) in [
+        (UNKNOWN_SERVER_ERROR, E::UnknownServerError),
+        (OFFSET_OUT_OF_RANGE, E::OffsetOutOfRange),
+        (CORRUPT_MESSAGE, E::CorruptMessage),
         (UNKNOWN_TOPIC_OR_PARTITION, E::UnknownTopicOrPartition),
+        (LEADER_NOT_AVAILABLE, E::LeaderNotAvailable),
+        (NOT_LEADER_OR_FOLLOWER, E::NotLeaderOrFollower),
+        (MESSAGE_TOO_LARGE, E::MessageTooLarge),
         (OFFSET_METADATA_TOO_LARGE, E::OffsetMetadataTooLarge),
+        (COORDINATOR_LOAD_IN_PROGRESS, E::CoordinatorLoadInProgress),
         (COORDINATOR_NOT_AVAILABLE, E::CoordinatorNotAvailable),
+        (NOT_COORDINATOR, E::NotCoordinator),
+        (INVALID_TOPIC_EXCEPTION, E::InvalidTopicException),
+        (RECORD_LIST_TOO_LARGE, E::RecordListTooLarge),
         (ILLEGAL_GENERATION, E::IllegalGeneration),
         (INCONSISTENT_GROUP_PROTOCOL, E::InconsistentGroupProtocol),
         (INVALID_GROUP_ID, E::InvalidGroupId),
@@ -140,17 +152,30 @@ fn error_codes_are_kafkas() {
         (INVALID_SESSION_TIMEOUT, E::InvalidSessionTimeout),
         (REBALANCE_IN_PROGRESS, E::RebalanceInProgress),
         (INVALID_COMMIT_OFFSET_SIZE, E::InvalidCommitOffsetSize),
+        (INVALID_TIMESTAMP, E::InvalidTimestamp),
+        (UNSUPPORTED_VERSION, E::UnsupportedVersion),
+        (TOPIC_ALREADY_EXISTS, E::TopicAlreadyExists),
+        (INVALID_CONFIG, E::InvalidConfig),
         (INVALID_REQUEST, E::InvalidRequest),
+        (OUT_OF_ORDER_SEQUENCE_NUMBER, E::OutOfOrderSequenceNumber),
+        (DUPLICATE_SEQUENCE_NUMBER, E::DuplicateSequenceNumber),
+        (INVALID_PRODUCER_EPOCH, E::InvalidProducerEpoch),
+        (KAFKA_STORAGE_ERROR, E::KafkaStorageError),
+        (UNKNOWN_PRODUCER_ID, E::UnknownProducerId),
         (NON_EMPTY_GROUP, E::NonEmptyGroup),
         (GROUP_ID_NOT_FOUND, E::GroupIdNotFound),
+        (FENCED_LEADER_EPOCH, E::FencedLeaderEpoch),
+        (UNKNOWN_LEADER_EPOCH, E::UnknownLeaderEpoch),
+        (UNSUPPORTED_COMPRESSION_TYPE, E::UnsupportedCompressionType),
         (MEMBER_ID_REQUIRED, E::MemberIdRequired),
         (GROUP_MAX_SIZE_REACHED, E::GroupMaxSizeReached),
         (FENCED_INSTANCE_ID, E::FencedInstanceId),
         (GROUP_SUBSCRIBED_TO_TOPIC, E::GroupSubscribedToTopic),
-        (UNKNOWN_SERVER_ERROR, E::UnknownServerError),
+        (INVALID_RECORD, E::InvalidRecord),
     ] {
         assert_eq!(ours, theirs.code(), "{theirs:?}");
     }
+    assert_eq!(E::try_from_code(NONE), None);
 }
 
 #[test]

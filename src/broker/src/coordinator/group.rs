@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use bytes::Bytes;
+use seglog_client::consumer_protocol::decode_subscription;
 use seglog_core::group::{GroupMetadataValue, MemberMetadata};
 
 use super::member::{Member, Protocol};
@@ -272,33 +273,15 @@ impl Group {
     }
 
     /// The topics the members subscribe to, for a group of protocol type
-    /// "consumer" (read from Kafka's ConsumerProtocolSubscription: version,
-    /// then the topic names); None if any member's metadata does not parse.
+    /// "consumer" (Kafka's ConsumerProtocolSubscription, read by the same
+    /// codec as the group member's); None if any member's metadata does not parse.
     /// Only OffsetDelete needs this; assignments stay opaque.
     pub(super) fn subscribed_topics(&self) -> Option<Vec<String>> {
         let protocol = self.protocol_name.as_deref()?;
         let mut topics = Vec::new();
         for m in self.members.values() {
-            topics.extend(parse_subscription_topics(m.metadata(protocol)?)?);
+            topics.extend(decode_subscription(m.metadata(protocol)?).ok()?);
         }
         Some(topics)
     }
-}
-
-fn parse_subscription_topics(b: &[u8]) -> Option<Vec<String>> {
-    let mut pos = 2usize; // the version
-    let take = |pos: &mut usize, n: usize| -> Option<&[u8]> {
-        let s = b.get(*pos..pos.checked_add(n)?)?;
-        *pos += n;
-        Some(s)
-    };
-    let count = i32::from_be_bytes(take(&mut pos, 4)?.try_into().ok()?);
-    let count = usize::try_from(count).ok().filter(|&c| c <= b.len())?;
-    let mut topics = Vec::with_capacity(count);
-    for _ in 0..count {
-        let len = i16::from_be_bytes(take(&mut pos, 2)?.try_into().ok()?);
-        let bytes = take(&mut pos, usize::try_from(len).ok()?)?;
-        topics.push(String::from_utf8(bytes.to_vec()).ok()?);
-    }
-    Some(topics)
 }

@@ -6,12 +6,11 @@
 //!
 //! Layout: `group` (a group's state and record), `member`, `rebalance` (the
 //! protocol's state machine, in memory, on a caller-given clock), `offsets`
-//! (who may commit; retention), `storage` (loading and writing the log),
-//! `errors` (Kafka's codes). This file holds the public API: requests in
+//! (who may commit; retention), `storage` (loading and writing the log);
+//! Kafka's codes are the core's one table. This file holds the public API: requests in
 //! plain Rust types, answered with Kafka's error codes, so the network
 //! handlers and (later) the embedded consumer use the same coordinator.
 
-mod errors;
 mod group;
 mod member;
 mod offsets;
@@ -31,14 +30,15 @@ use seglog_core::group::{CoordinatorRecord, OffsetCommitKey, OffsetCommitValue};
 use seglog_core::store::Store;
 use tokio::sync::watch;
 
-pub use errors::*;
 pub use group::{CommittedOffset, GroupState};
 pub use member::Protocol;
+pub use seglog_core::error::kafka_codes::*;
 
 use group::Group;
 use rebalance::{Ctx, GroupWrite, JoinOutcome, SyncOutcome};
 use storage::Cursor;
 
+use crate::blocking::blocking;
 use crate::config::BrokerConfig;
 use crate::logline::log;
 
@@ -227,13 +227,6 @@ pub struct Coordinator {
     seq: AtomicU64,
     stopped: AtomicBool,
     next_retention_check: AtomicI64,
-}
-
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    match tokio::task::spawn_blocking(f).await {
-        Ok(v) => v,
-        Err(e) => std::panic::resume_unwind(e.into_panic()),
-    }
 }
 
 /// A group made only by a request that then failed: nothing to keep.

@@ -3,9 +3,9 @@
 //! `offsets.retention.minutes` from when it became empty; a group that only
 //! stores offsets keeps each that long from its commit).
 
-use super::errors::*;
 use super::group::{Group, GroupState};
 use super::rebalance::validate_member;
+use seglog_core::error::kafka_codes::*;
 
 /// Whether a commit with this generation and member may go ahead in `g`.
 pub fn validate_commit(

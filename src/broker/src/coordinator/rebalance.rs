@@ -11,10 +11,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
-use super::errors::*;
 use super::group::{Group, GroupState, InitialDelay};
 use super::member::Member;
 use super::{GroupConfig, JoinGroup, JoinResponse, JoinedMember, SyncGroup, SyncResponse};
+use seglog_core::error::kafka_codes::*;
 use seglog_core::group::GroupMetadataValue;
 
 /// How long a new member may wait in a join before it is dropped (Kafka's

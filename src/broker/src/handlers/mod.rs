@@ -41,6 +41,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind}
 use kafka_protocol::protocol::Decodable;
 use seglog_core::error::Error;
 
+pub use crate::blocking::blocking;
 use crate::frame::HeaderStart;
 use crate::response::Response;
 use crate::server::Shared;
@@ -275,19 +276,6 @@ pub fn each_topic<T>(
 /// Kafka's error code for a store error (UNKNOWN_SERVER_ERROR if it has none).
 pub fn error_code(e: &Error) -> i16 {
     e.kafka_code().unwrap_or(-1)
-}
-
-/// Runs blocking store work (a page-cache read, a write, maybe an fsync) on
-/// this worker thread, telling tokio to move its other tasks elsewhere
-/// meanwhile: cheaper than handing the work to the blocking pool and back,
-/// which cost several futex round trips per request.
-pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    use tokio::runtime::{Handle, RuntimeFlavor};
-    if Handle::current().runtime_flavor() == RuntimeFlavor::MultiThread {
-        tokio::task::block_in_place(f)
-    } else {
-        f()
-    }
 }
 
 #[cfg(test)]

@@ -26,10 +26,6 @@ pub struct ControllerState {
     pub known: BTreeMap<i32, i64>,
 }
 
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
-}
-
 /// Tries to become the controller. `Ok(None)`: another broker is.
 pub async fn try_elect(client: &Client, node_id: i32) -> Result<Option<ControllerState>, ZkError> {
     let persistent = CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
@@ -49,7 +45,11 @@ pub async fn try_elect(client: &Client, node_id: i32) -> Result<Option<Controlle
     };
     let ephemeral = CreateMode::Ephemeral.with_acls(zookeeper_client::Acls::anyone_all());
     let mut multi = client.new_multi_writer();
-    multi.add_create(znodes::CONTROLLER, &znodes::controller_to_json(node_id, now_ms()), &ephemeral)?;
+    multi.add_create(
+        znodes::CONTROLLER,
+        &znodes::controller_to_json(node_id, seglog_core::clock::now_ms()),
+        &ephemeral,
+    )?;
     multi.add_set_data(znodes::CONTROLLER_EPOCH, (epoch + 1).to_string().as_bytes(), Some(version))?;
     match multi.commit().await {
         Ok(results) => {

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
@@ -23,6 +23,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 use kafka_protocol::ResponseError as E;
 use seglog_core::leader_epoch::{UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
 use seglog_core::log::PartitionLog;
+use seglog_core::record::batch::whole_batches_len;
 use seglog_core::record::RecordBatch;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -309,7 +310,7 @@ async fn fetch(me: &Arc<Replication>, link: &mut Link, parts: &[Followed]) -> st
                     continue;
                 }
             }
-            let records = p.records.map(|r| whole_batches(&r)).unwrap_or_default();
+            let records = p.records.map(|r| r[..whole_batches_len(&r)].to_vec()).unwrap_or_default();
             let log = f.log.clone();
             let (hw, start) = (p.high_watermark, p.log_start_offset);
             let store = me.store.clone();
@@ -366,24 +367,3 @@ fn by_topic<'a, P>(parts: impl IntoIterator<Item = (&'a str, P)>) -> Vec<(TopicN
     }
     out
 }
-
-/// The whole batches at the front of `records` (a response may end inside one).
-#[must_use]
-fn whole_batches(records: &Bytes) -> Vec<u8> {
-    let mut buf = records.clone();
-    let mut len = 0;
-    while buf.remaining() >= 12 {
-        let size = i32::from_be_bytes([buf[8], buf[9], buf[10], buf[11]]);
-        let total = 12 + size.max(0) as usize;
-        if size < 0 || buf.remaining() < total {
-            break;
-        }
-        buf.advance(total);
-        len += total;
-    }
-    records[..len].to_vec()
-}
-
-#[cfg(test)]
-#[path = "fetcher_test.rs"]
-mod tests;

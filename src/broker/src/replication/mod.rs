@@ -261,7 +261,7 @@ impl Replication {
         };
         let path = znodes::broker_path(self.node_id);
         loop {
-            match client.create(&path, &me.to_json(controller::now_ms()), &ephemeral).await {
+            match client.create(&path, &me.to_json(seglog_core::clock::now_ms()), &ephemeral).await {
                 Ok((stat, _)) => {
                     log(
                         "info",

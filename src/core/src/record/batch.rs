@@ -83,6 +83,19 @@ pub fn peek_offset_and_size(buf: &[u8]) -> Option<(i64, usize)> {
     Some((be_i64(buf, BASE_OFFSET), size))
 }
 
+/// The length of the whole batches at the start of `buf` (by their size
+/// fields alone, not validated): a fetch response may end inside a batch.
+pub fn whole_batches_len(buf: &[u8]) -> usize {
+    let mut pos = 0;
+    while let Some((_, size)) = buf.get(pos..).and_then(peek_offset_and_size) {
+        if pos + size > buf.len() {
+            break;
+        }
+        pos += size;
+    }
+    pos
+}
+
 /// A batch's CRC-32C computed over pieces read one after another (through a
 /// small buffer rather than one of the batch's size): see `RecordBatch::piecewise_crc`.
 pub struct PiecewiseCrc {

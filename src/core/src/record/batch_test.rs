@@ -384,3 +384,18 @@ proptest::proptest! {
         proptest::prop_assert_eq!(crc.matches(), flip.is_none());
     }
 }
+
+#[test]
+fn whole_batches_len_leaves_a_cut_batch_for_the_next_read() {
+    let mut one = vec![0u8; 8];
+    one.extend_from_slice(&20i32.to_be_bytes());
+    one.extend_from_slice(&[7u8; 20]);
+    let two = [one.clone(), one.clone()].concat();
+    assert_eq!(whole_batches_len(&two), two.len());
+    let cut = [one.clone(), one[..17].to_vec()].concat();
+    assert_eq!(whole_batches_len(&cut), one.len());
+    assert_eq!(whole_batches_len(&one[..11]), 0);
+    let mut negative = one.clone();
+    negative[8..12].copy_from_slice(&(-5i32).to_be_bytes());
+    assert_eq!(whole_batches_len(&negative), 0);
+}
