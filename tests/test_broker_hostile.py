@@ -71,8 +71,9 @@ def test_abandoned_long_polls_are_dropped_with_their_connections(tmp_path: Path)
         n = 400
         with parked_fetches(served, n) as socks:
             wait_until("every long poll parked", lambda: metric(served, "seglog_purgatory_parked") == n)
-            assert open_fds(served) >= baseline + n - 4
-            assert_serves(served.bootstrap)
+            assert open_fds(served) >= baseline + n
+            # (The same topic: a new one would open a segment, one more descriptor.)
+            assert_serves(served.bootstrap, topic="idle")
             # Half go away with a reset, half with a plain close; none reads an answer.
             for i, s in enumerate(socks):
                 if i % 2:

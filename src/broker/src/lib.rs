@@ -28,6 +28,7 @@ mod handlers;
 mod logline;
 mod metrics;
 mod purgatory;
+mod replica_manager;
 pub mod replication;
 mod response;
 mod server;

@@ -19,6 +19,7 @@ use crate::frame::RequestMemory;
 use crate::logline::log;
 use crate::metrics::{serve_metrics, Metrics};
 use crate::purgatory::Purgatory;
+use crate::replica_manager::ReplicaManager;
 use crate::replication::Replication;
 
 /// What every request handler can see.
@@ -31,11 +32,8 @@ pub struct Shared {
     pub metrics: Arc<Metrics>,
     /// The bytes of requests read and not yet answered (`queued.max.request.bytes`).
     pub request_memory: RequestMemory,
-    /// Requests parked per partition (long-polling Fetches, acks=all
-    /// Produces), woken by that partition's appends and high-watermark moves.
-    pub purgatory: Arc<Purgatory>,
-    /// Set when the broker stops: long polls answer at once rather than wait.
-    pub stopping: watch::Receiver<bool>,
+    /// Appends, reads and offsets of the partitions this broker leads.
+    pub replica_manager: Arc<ReplicaManager>,
     /// The group coordinator (every group's: this is the only broker).
     pub coordinator: Arc<Coordinator>,
     /// This broker's part in a cluster (`zookeeper.connect`); `None` for a
@@ -128,6 +126,13 @@ impl Broker {
         };
         let request_memory =
             RequestMemory::new(config.queued_max_request_bytes, metrics.queued_request_bytes.clone());
+        let replica_manager = Arc::new(ReplicaManager::new(
+            store.clone(),
+            replication.clone(),
+            purgatory.clone(),
+            metrics.clone(),
+            stop_rx.clone(),
+        ));
         let shared = Arc::new(Shared {
             store,
             config,
@@ -135,8 +140,7 @@ impl Broker {
             cluster_id,
             metrics,
             request_memory,
-            purgatory: purgatory.clone(),
-            stopping: stop_rx.clone(),
+            replica_manager,
             coordinator,
             replication,
         });

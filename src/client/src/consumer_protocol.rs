@@ -108,10 +108,7 @@ mod tests {
         // Version 1 adds user data and owned partitions after the topics.
         let mut v1 = BytesMut::new();
         v1.put_i16(1);
-        ConsumerProtocolSubscription::default()
-            .with_topics(vec![str_bytes("t")])
-            .encode(&mut v1, 1)
-            .unwrap();
+        ConsumerProtocolSubscription::default().with_topics(vec![str_bytes("t")]).encode(&mut v1, 1).unwrap();
         assert_eq!(decode_subscription(&v1.freeze()).unwrap(), vec!["t".to_string()]);
         assert!(decode_subscription(&Bytes::from_static(&[0, 0, 0, 0, 0, 9, 0, 50])).is_err());
         assert!(decode_subscription(&Bytes::from_static(&[0])).is_err());

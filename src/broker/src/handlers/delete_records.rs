@@ -5,22 +5,18 @@
 
 use std::sync::Arc;
 
+use super::{blocking, Reply};
+use crate::server::Shared;
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse, ResponseKind};
-use kafka_protocol::ResponseError;
-use seglog_core::error::Error;
-
-use super::{blocking, error_code, Reply};
-use crate::server::Shared;
 
 /// v2 is the first flexible version.
 pub const VERSIONS: (i16, i16) = (0, 1);
 
 pub async fn handle(shared: &Arc<Shared>, r: DeleteRecordsRequest, _version: i16) -> Reply {
-    let store = shared.store.clone();
-    let replication = shared.replication.clone();
+    let manager = shared.replica_manager.clone();
     let topics = blocking(move || {
         r.topics
             .into_iter()
@@ -33,22 +29,9 @@ pub async fn handle(shared: &Arc<Shared>, r: DeleteRecordsRequest, _version: i16
                         let result = DeleteRecordsPartitionResult::default()
                             .with_partition_index(p.partition_index)
                             .with_low_watermark(-1);
-                        // In a cluster, at the leader; followers take the new
-                        // log start from their next fetch.
-                        if let Some(Err(code)) =
-                            replication.as_ref().map(|r| r.leader_check(&name, p.partition_index, -1))
-                        {
-                            return result.with_error_code(code);
-                        }
-                        let done = store
-                            .delete_records(&name, p.partition_index, p.offset)
-                            .and_then(|()| store.partition(&name, p.partition_index));
-                        match done {
-                            Ok(log) => result.with_low_watermark(log.log_start_offset()),
-                            Err(Error::InvalidArgument(_)) => {
-                                result.with_error_code(ResponseError::OffsetOutOfRange.code())
-                            }
-                            Err(e) => result.with_error_code(error_code(&e)),
+                        match manager.delete_records(&name, p.partition_index, p.offset) {
+                            Ok(low_watermark) => result.with_low_watermark(low_watermark),
+                            Err(code) => result.with_error_code(code),
                         }
                     })
                     .collect();

@@ -68,16 +68,24 @@ fn shared() -> (tempfile::TempDir, Arc<Shared>) {
         crate::coordinator::GroupConfig::from_broker(&config),
     )
     .unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let stopping = tokio::sync::watch::channel(false).1;
+    let replica_manager = Arc::new(crate::replica_manager::ReplicaManager::new(
+        store.clone(),
+        None,
+        purgatory,
+        metrics.clone(),
+        stopping.clone(),
+    ));
     let shared = Arc::new(Shared {
         store,
         coordinator,
         config,
         advertised: ("127.0.0.1".into(), 9092),
         cluster_id: "test-cluster".into(),
-        metrics: Arc::new(Metrics::default()),
+        metrics,
         request_memory: crate::frame::RequestMemory::default(),
-        purgatory,
-        stopping: tokio::sync::watch::channel(false).1,
+        replica_manager,
         replication: None,
     });
     (dir, shared)

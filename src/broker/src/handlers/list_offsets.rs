@@ -3,26 +3,17 @@
 
 use std::sync::Arc;
 
+use super::{blocking, Reply};
+use crate::server::Shared;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, ResponseKind};
-use kafka_protocol::ResponseError;
-use seglog_core::log::LEADER_EPOCH;
-
-use super::{blocking, error_code, Reply};
-use crate::server::Shared;
 
 pub const VERSIONS: (i16, i16) = (1, 5);
 
-const LATEST: i64 = -1;
-
 pub async fn handle(shared: &Arc<Shared>, r: ListOffsetsRequest, version: i16) -> Reply {
-    // The leader epoch is a field from v4 on: the protocol crate refuses to
-    // encode a value other than -1 in older versions.
-    let epoch = if version >= 4 { LEADER_EPOCH } else { -1 };
-    let store = shared.store.clone();
-    let replication = shared.replication.clone();
+    let manager = shared.replica_manager.clone();
     let topics = blocking(move || {
         r.topics
             .into_iter()
@@ -37,39 +28,17 @@ pub async fn handle(shared: &Arc<Shared>, r: ListOffsetsRequest, version: i16) -
                             .with_timestamp(-1)
                             .with_offset(-1)
                             .with_leader_epoch(-1);
-                        // A cluster member answers for the partitions it leads, in their epochs.
-                        let epoch = match &replication {
-                            None => epoch,
-                            Some(r) => {
-                                if let Err(code) =
-                                    r.leader_check(&name, p.partition_index, p.current_leader_epoch)
-                                {
-                                    return resp.with_error_code(code);
-                                }
-                                let e = r.leader_epoch(&name, p.partition_index).unwrap_or(-1);
-                                if version >= 4 {
-                                    e
-                                } else {
-                                    -1
-                                }
-                            }
-                        };
-                        let found = store.partition(&name, p.partition_index).and_then(|log| {
-                            if p.timestamp == LATEST {
-                                // The high watermark: what a consumer can read up to.
-                                return Ok(Some((log.high_watermark(), -1)));
-                            }
-                            log.offset_for_time(p.timestamp)
-                        });
-                        match found {
+                        let index = p.partition_index;
+                        match manager.list_offset(&name, index, p.current_leader_epoch, p.timestamp) {
+                            // The leader epoch is a field from v4 on: the protocol crate
+                            // refuses to encode a value other than -1 in older versions.
                             Ok(Some((offset, ts))) => {
-                                resp.with_offset(offset).with_timestamp(ts).with_leader_epoch(epoch)
+                                resp.with_offset(offset).with_timestamp(ts).with_leader_epoch(
+                                    if version >= 4 { manager.leader_epoch(&name, index) } else { -1 },
+                                )
                             }
                             Ok(None) => resp,
-                            Err(seglog_core::Error::InvalidArgument(_)) => {
-                                resp.with_error_code(ResponseError::InvalidRequest.code())
-                            }
-                            Err(e) => resp.with_error_code(error_code(&e)),
+                            Err(code) => resp.with_error_code(code),
                         }
                     })
                     .collect();

@@ -39,10 +39,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
 use kafka_protocol::protocol::Decodable;
-use seglog_core::error::Error;
 
 pub use crate::blocking::blocking;
 use crate::frame::HeaderStart;
+pub use crate::replica_manager::error_code;
 use crate::response::Response;
 use crate::server::Shared;
 
@@ -271,11 +271,6 @@ pub fn each_topic<T>(
             }
         })
         .collect()
-}
-
-/// Kafka's error code for a store error (UNKNOWN_SERVER_ERROR if it has none).
-pub fn error_code(e: &Error) -> i16 {
-    e.kafka_code().unwrap_or(-1)
 }
 
 #[cfg(test)]

@@ -6,34 +6,18 @@
 
 use std::sync::Arc;
 
+use super::{blocking, Reply};
+use crate::server::Shared;
 use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,
 };
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ResponseKind};
-use kafka_protocol::ResponseError;
-use seglog_core::log::LEADER_EPOCH;
-
-use super::{blocking, error_code, Reply};
-use crate::server::Shared;
 
 /// v4 is the first flexible version; v2 (current leader epoch) the crate's first.
 pub const VERSIONS: (i16, i16) = (2, 3);
 
-/// The error for the requester's idea of the current leader epoch (-1: none
-/// given): FENCED_LEADER_EPOCH if it is older than ours, UNKNOWN_LEADER_EPOCH
-/// if newer.
-pub fn check_current_epoch(current: i32) -> i16 {
-    match current {
-        -1 => 0,
-        c if c < LEADER_EPOCH => ResponseError::FencedLeaderEpoch.code(),
-        c if c > LEADER_EPOCH => ResponseError::UnknownLeaderEpoch.code(),
-        _ => 0,
-    }
-}
-
 pub async fn handle(shared: &Arc<Shared>, r: OffsetForLeaderEpochRequest, _version: i16) -> Reply {
-    let store = shared.store.clone();
-    let replication = shared.replication.clone();
+    let manager = shared.replica_manager.clone();
     let topics = blocking(move || {
         r.topics
             .into_iter()
@@ -44,21 +28,15 @@ pub async fn handle(shared: &Arc<Shared>, r: OffsetForLeaderEpochRequest, _versi
                     .iter()
                     .map(|p| {
                         let result = EpochEndOffset::default().with_partition(p.partition);
-                        let log = match store.partition(&name, p.partition) {
-                            Ok(log) => log,
-                            Err(e) => return result.with_error_code(error_code(&e)),
-                        };
-                        let code = match &replication {
-                            None => check_current_epoch(p.current_leader_epoch),
-                            Some(r) => {
-                                r.leader_check(&name, p.partition, p.current_leader_epoch).err().unwrap_or(0)
-                            }
-                        };
-                        if code != 0 {
-                            return result.with_error_code(code);
+                        match manager.offset_for_leader_epoch(
+                            &name,
+                            p.partition,
+                            p.current_leader_epoch,
+                            p.leader_epoch,
+                        ) {
+                            Ok((epoch, offset)) => result.with_leader_epoch(epoch).with_end_offset(offset),
+                            Err(code) => result.with_error_code(code),
                         }
-                        let (epoch, offset) = log.offset_for_leader_epoch(p.leader_epoch);
-                        result.with_leader_epoch(epoch).with_end_offset(offset)
                     })
                     .collect();
                 OffsetForLeaderTopicResult::default().with_topic(t.topic).with_partitions(partitions)

@@ -1,7 +1,5 @@
 //! Tests of `offset_for_leader_epoch`.
 
-use super::*;
-
 /// A store's partition holding `records` one-record batches, its log start
 /// moved to `start`.
 fn log_with(dir: &std::path::Path, records: usize, start: i64) -> std::sync::Arc<seglog_core::PartitionLog> {
@@ -38,8 +36,10 @@ fn epochs_never_seen_are_undefined_or_end_at_the_log_start() {
 
 #[test]
 fn the_current_leader_epoch_fences_or_is_unknown() {
-    assert_eq!(check_current_epoch(-1), 0, "not given");
-    assert_eq!(check_current_epoch(0), 0);
-    assert_eq!(check_current_epoch(1), ResponseError::UnknownLeaderEpoch.code());
-    assert_eq!(check_current_epoch(-2), ResponseError::FencedLeaderEpoch.code());
+    use crate::replica_manager::check_current_epoch;
+    use kafka_protocol::ResponseError;
+    assert_eq!(check_current_epoch(-1), Ok(()), "not given");
+    assert_eq!(check_current_epoch(0), Ok(()));
+    assert_eq!(check_current_epoch(1), Err(ResponseError::UnknownLeaderEpoch.code()));
+    assert_eq!(check_current_epoch(-2), Err(ResponseError::FencedLeaderEpoch.code()));
 }

@@ -10,9 +10,9 @@ use kafka_protocol::messages::produce_response::{PartitionProduceResponse, Topic
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
-use seglog_core::log::AppendOrigin;
 
-use super::{blocking, error_code, Reply};
+use super::{blocking, Reply};
+use crate::replica_manager::describe_code;
 use crate::server::Shared;
 
 pub const VERSIONS: (i16, i16) = (3, 8);
@@ -29,30 +29,6 @@ fn refusal(r: &ProduceRequest) -> Option<(i16, &'static str)> {
         ));
     }
     None
-}
-
-/// A partition's append, for its answer.
-struct Appended {
-    info: seglog_core::log::AppendInfo,
-    start: i64,
-    log: Arc<seglog_core::log::PartitionLog>,
-    /// The leadership it was appended in (a cluster member's).
-    leadership: Option<u64>,
-}
-
-/// Kafka's words for the codes a cluster member answers Produce with.
-fn describe_code(code: i16) -> &'static str {
-    match ResponseError::try_from_code(code) {
-        Some(ResponseError::NotLeaderOrFollower) => "this broker is not the partition's leader",
-        Some(ResponseError::NotEnoughReplicas) => {
-            "Messages are rejected since there are fewer in-sync replicas than required."
-        }
-        Some(ResponseError::NotEnoughReplicasAfterAppend) => {
-            "Messages are written to the log, but to fewer in-sync replicas than required."
-        }
-        Some(ResponseError::RequestTimedOut) => "the in-sync replicas did not confirm the write in time",
-        _ => "refused",
-    }
 }
 
 pub async fn handle(shared: &Arc<Shared>, r: ProduceRequest, _version: i16) -> Reply {
@@ -72,35 +48,11 @@ pub async fn handle(shared: &Arc<Shared>, r: ProduceRequest, _version: i16) -> R
                 parts.push((index, None));
                 continue;
             }
-            let store = shared.store.clone();
+            let manager = shared.replica_manager.clone();
             let name = name.clone();
-            let metrics = shared.metrics.clone();
-            let replication = shared.replication.clone();
             let append = move || {
-                let failed = |e: seglog_core::Error| (error_code(&e), e.to_string());
-                let log = store.partition(&name, index).map_err(failed)?;
-                // A cluster member appends only as the partition's leader, and
-                // takes acks=all only with enough replicas in sync.
-                let leadership = match &replication {
-                    Some(r) => {
-                        let refused = |code: i16| (code, format!("{name}-{index}: {}", describe_code(code)));
-                        r.leader_check(&name, index, -1).map_err(refused)?;
-                        if acks == -1 {
-                            r.min_isr_check(&name, index).map_err(refused)?;
-                        }
-                        r.leadership(&name, index)
-                    }
-                    None => None,
-                };
                 let records = p.records.unwrap_or_default();
-                let bytes = records.len() as u64;
-                let info = log.append_as_leader(records.to_vec(), AppendOrigin::Client).map_err(failed)?;
-                if let Some(r) = &replication {
-                    r.leader_appended(&log);
-                }
-                metrics.bytes_in.inc_by(bytes);
-                metrics.messages_in.inc_by(info.records.max(0) as u64);
-                Ok::<_, (i16, String)>(Appended { start: log.log_start_offset(), info, log, leadership })
+                manager.append_records(&name, index, records.to_vec(), acks)
             };
             let task = if parallel {
                 tokio::task::spawn_blocking(append)
@@ -130,17 +82,16 @@ pub async fn handle(shared: &Arc<Shared>, r: ProduceRequest, _version: i16) -> R
                 }
                 Some(task) => match task.await {
                     Ok(Ok(a)) => {
-                        // acks=all in a cluster: answered once the ISR has the batch.
-                        let code = match (&shared.replication, a.leadership) {
-                            (Some(r), Some(leadership)) if acks == -1 => {
-                                r.wait_committed(&a.log, leadership, a.info.last_offset + 1, timeout).await
-                            }
-                            _ => 0,
+                        // acks=all: answered once the in-sync replicas have the batch.
+                        let code = if acks == -1 {
+                            shared.replica_manager.wait_for_replicas(&a, timeout).await
+                        } else {
+                            0
                         };
                         if code == 0 {
                             resp.base_offset = a.info.base_offset;
                             resp.log_append_time_ms = a.info.log_append_time;
-                            resp.log_start_offset = a.start;
+                            resp.log_start_offset = a.log_start_offset;
                         } else {
                             resp.error_code = code;
                             resp.error_message = Some(StrBytes::from_string(describe_code(code).to_string()));

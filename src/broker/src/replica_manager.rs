@@ -1,0 +1,337 @@
+//! The replica manager (Kafka's `ReplicaManager`): what the data-path handlers
+//! call to append to, read from, list offsets of, delete records of and find
+//! leader epochs in the partitions this broker leads. A single broker is a
+//! cluster of one leading every partition of its store in epoch 0, so the
+//! handlers have one path; a cluster member's leadership, ISR and high
+//! watermark come from `replication`. Requests that must wait (a long-polling
+//! Fetch, an acks=all Produce) are parked in the purgatory on their partitions.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kafka_protocol::ResponseError;
+use seglog_core::error::{kafka_codes, Error};
+use seglog_core::log::{AppendInfo, AppendOrigin, PartitionLog, LEADER_EPOCH};
+use seglog_core::store::Store;
+use tokio::sync::watch;
+
+use crate::blocking::blocking;
+use crate::metrics::Metrics;
+use crate::purgatory::Purgatory;
+use crate::replication::Replication;
+use crate::response::FileSlice;
+
+/// Kafka's error code for a store error (UNKNOWN_SERVER_ERROR if it has none).
+pub fn error_code(e: &Error) -> i16 {
+    e.kafka_code().unwrap_or(kafka_codes::UNKNOWN_SERVER_ERROR)
+}
+
+/// The error for a requester's idea of a single broker's leader epoch (-1:
+/// none given): FENCED_LEADER_EPOCH if older than ours, UNKNOWN_LEADER_EPOCH
+/// if newer.
+pub fn check_current_epoch(current: i32) -> Result<(), i16> {
+    match current {
+        -1 => Ok(()),
+        c if c < LEADER_EPOCH => Err(kafka_codes::FENCED_LEADER_EPOCH),
+        c if c > LEADER_EPOCH => Err(kafka_codes::UNKNOWN_LEADER_EPOCH),
+        _ => Ok(()),
+    }
+}
+
+/// A partition's append as its leader, for the Produce answer and the wait
+/// for replicas.
+pub struct Appended {
+    pub info: AppendInfo,
+    /// The log start offset after the append.
+    pub log_start_offset: i64,
+    log: Arc<PartitionLog>,
+    /// The leadership it was appended in (a cluster member's).
+    leadership: Option<u64>,
+}
+
+/// What a fetch asks of one partition.
+#[derive(Clone)]
+pub struct Wanted {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub max_bytes: i64,
+    /// The leader epoch the fetcher believes current (-1: not said).
+    pub current_epoch: i32,
+}
+
+/// One partition's answer to a fetch.
+pub struct PartitionData {
+    pub partition: i32,
+    pub error_code: i16,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+    pub records: Option<FileSlice>,
+}
+
+pub struct TopicData {
+    pub name: String,
+    pub partitions: Vec<PartitionData>,
+}
+
+/// A fetch's limits: `max_bytes` in all, answered once `min_bytes` are there
+/// or at `deadline`. `replica_id` >= 0 is a follower of a cluster member.
+pub struct FetchParams {
+    pub max_bytes: i64,
+    pub min_bytes: u64,
+    pub deadline: Instant,
+    pub replica_id: i32,
+}
+
+pub struct ReplicaManager {
+    store: Arc<Store>,
+    replication: Option<Arc<Replication>>,
+    purgatory: Arc<Purgatory>,
+    metrics: Arc<Metrics>,
+    stopping: watch::Receiver<bool>,
+}
+
+impl ReplicaManager {
+    pub fn new(
+        store: Arc<Store>,
+        replication: Option<Arc<Replication>>,
+        purgatory: Arc<Purgatory>,
+        metrics: Arc<Metrics>,
+        stopping: watch::Receiver<bool>,
+    ) -> ReplicaManager {
+        ReplicaManager { store, replication, purgatory, metrics, stopping }
+    }
+
+    /// Ok if this broker leads the partition in `current_epoch` (-1: any);
+    /// Kafka's code otherwise (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, ...).
+    pub fn check_leader(&self, topic: &str, partition: i32, current_epoch: i32) -> Result<(), i16> {
+        match &self.replication {
+            None => check_current_epoch(current_epoch),
+            Some(r) => r.leader_check(topic, partition, current_epoch),
+        }
+    }
+
+    /// The partition's log where this broker leads it in `current_epoch`.
+    pub fn leader_log(
+        &self,
+        topic: &str,
+        partition: i32,
+        current_epoch: i32,
+    ) -> Result<Arc<PartitionLog>, i16> {
+        self.check_leader(topic, partition, current_epoch)?;
+        self.store.partition(topic, partition).map_err(|e| error_code(&e))
+    }
+
+    /// The leader epoch this broker leads the partition in (-1: unknown).
+    pub fn leader_epoch(&self, topic: &str, partition: i32) -> i32 {
+        match &self.replication {
+            None => LEADER_EPOCH,
+            Some(r) => r.leader_epoch(topic, partition).unwrap_or(-1),
+        }
+    }
+
+    /// Appends a client's batches (validated as Kafka's LogValidator does) as
+    /// the partition's leader; with `acks` = -1 only while enough replicas
+    /// are in sync. Blocking: the append may fsync.
+    pub fn append_records(
+        &self,
+        topic: &str,
+        partition: i32,
+        records: Vec<u8>,
+        acks: i16,
+    ) -> Result<Appended, (i16, String)> {
+        let failed = |e: Error| (error_code(&e), e.to_string());
+        let refused = |code: i16| (code, format!("{topic}-{partition}: {}", describe_code(code)));
+        let log = self.store.partition(topic, partition).map_err(failed)?;
+        let leadership = match &self.replication {
+            Some(r) => {
+                r.leader_check(topic, partition, -1).map_err(refused)?;
+                if acks == -1 {
+                    r.min_isr_check(topic, partition).map_err(refused)?;
+                }
+                r.leadership(topic, partition)
+            }
+            None => None,
+        };
+        let bytes = records.len() as u64;
+        let info = log.append_as_leader(records, AppendOrigin::Client).map_err(failed)?;
+        if let Some(r) = &self.replication {
+            r.leader_appended(&log);
+        }
+        self.metrics.bytes_in.inc_by(bytes);
+        self.metrics.messages_in.inc_by(info.records.max(0) as u64);
+        Ok(Appended { log_start_offset: log.log_start_offset(), info, log, leadership })
+    }
+
+    /// For acks=all: 0 once every in-sync replica has the append (at once
+    /// for a single broker), else Kafka's code (NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    /// NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT).
+    pub async fn wait_for_replicas(&self, a: &Appended, timeout: Duration) -> i16 {
+        match (&self.replication, a.leadership) {
+            (Some(r), Some(leadership)) => {
+                r.wait_committed(&a.log, leadership, a.info.last_offset + 1, timeout).await
+            }
+            _ => 0,
+        }
+    }
+
+    /// Reads each wanted partition within the limits (whole batches, never
+    /// past the high watermark for a consumer, to the log end for a follower,
+    /// whose fetch offset moves the leader's bookkeeping); the total of
+    /// record bytes.
+    pub fn read(&self, wanted: &[Wanted], max_bytes: i64, replica_id: i32) -> (Vec<TopicData>, u64) {
+        let mut topics: Vec<TopicData> = Vec::new();
+        let mut total: i64 = 0;
+        for w in wanted {
+            let mut data = PartitionData {
+                partition: w.partition,
+                error_code: 0,
+                high_watermark: -1,
+                log_start_offset: -1,
+                records: None,
+            };
+            match self.leader_log(&w.topic, w.partition, w.current_epoch) {
+                Err(code) => data.error_code = code,
+                Ok(log) => {
+                    let follower = match &self.replication {
+                        Some(r) if replica_id >= 0 => r.follower_fetched(&log, replica_id, w.offset),
+                        _ => false,
+                    };
+                    let hw = log.high_watermark();
+                    let limit = if follower { log.log_end_offset() } else { hw };
+                    data.high_watermark = hw;
+                    data.log_start_offset = log.log_start_offset();
+                    let room = (max_bytes - total).min(w.max_bytes);
+                    if w.offset < data.log_start_offset || w.offset > limit {
+                        data.error_code = kafka_codes::OFFSET_OUT_OF_RANGE;
+                    } else if w.offset < limit && (room > 0 || total == 0) {
+                        match log.read_upto(w.offset, room.max(1) as u64, limit) {
+                            Ok(slice) => {
+                                if let (Some(segment), Some(range)) = (slice.segment, slice.range) {
+                                    // Only the first partition with data may exceed the limits.
+                                    if total == 0 || range.length as i64 <= room {
+                                        total += range.length as i64;
+                                        data.records = Some(FileSlice {
+                                            segment,
+                                            position: range.position,
+                                            length: range.length,
+                                        });
+                                    }
+                                }
+                            }
+                            Err(Error::OffsetOutOfRange { .. }) => {
+                                data.error_code = kafka_codes::OFFSET_OUT_OF_RANGE
+                            }
+                            Err(e) => data.error_code = error_code(&e),
+                        }
+                    }
+                }
+            }
+            match topics.last_mut() {
+                Some(t) if t.name == w.topic => t.partitions.push(data),
+                _ => topics.push(TopicData { name: w.topic.clone(), partitions: vec![data] }),
+            }
+        }
+        (topics, total.max(0) as u64)
+    }
+
+    /// Kafka's `fetchMessages`: reads, and while fewer than `min_bytes` are
+    /// there and no partition has an error, parks the fetch on its
+    /// partitions until one changes, the deadline, or the broker stopping
+    /// (which answers with what there is now).
+    pub async fn fetch_messages(
+        self: &Arc<Self>,
+        wanted: Arc<Vec<Wanted>>,
+        params: FetchParams,
+    ) -> (Vec<TopicData>, u64) {
+        // Watching before the first read: a change between the read and the
+        // wait is kept by the watch, not lost.
+        let watch = self.purgatory.watch(wanted.iter().map(|w| (w.topic.as_str(), w.partition)));
+        loop {
+            let (me, w) = (self.clone(), wanted.clone());
+            let (max_bytes, replica_id) = (params.max_bytes, params.replica_id);
+            let (topics, total) = blocking(move || me.read(&w, max_bytes, replica_id)).await;
+            let errors = topics.iter().flat_map(|t| &t.partitions).any(|p| p.error_code != 0);
+            let now = Instant::now();
+            if total >= params.min_bytes.max(1) || errors || now >= params.deadline || wanted.is_empty() {
+                return (topics, total);
+            }
+            let mut stopping = self.stopping.clone();
+            let woken = tokio::select! {
+                r = tokio::time::timeout(params.deadline - now, watch.changed()) => r.is_ok(),
+                _ = stopping.wait_for(|s| *s) => false,
+            };
+            if !woken {
+                let (me, w) = (self.clone(), wanted.clone());
+                return blocking(move || me.read(&w, max_bytes, replica_id)).await;
+            }
+        }
+    }
+
+    /// Kafka's ListOffsets at the leader: the high watermark for -1 (latest),
+    /// else the first offset whose timestamp is at or after `timestamp` (-2:
+    /// the log start), with the timestamp found; None where none is.
+    pub fn list_offset(
+        &self,
+        topic: &str,
+        partition: i32,
+        current_epoch: i32,
+        timestamp: i64,
+    ) -> Result<Option<(i64, i64)>, i16> {
+        const LATEST: i64 = -1;
+        let log = self.leader_log(topic, partition, current_epoch)?;
+        if timestamp == LATEST {
+            // The high watermark: what a consumer can read up to.
+            return Ok(Some((log.high_watermark(), -1)));
+        }
+        log.offset_for_time(timestamp).map_err(|e| match e {
+            Error::InvalidArgument(_) => kafka_codes::INVALID_REQUEST,
+            e => error_code(&e),
+        })
+    }
+
+    /// Kafka's `deleteRecordsOnLocalLog` at the leader: the log start moved up
+    /// to `offset` (-1: the high watermark); the new low watermark. Followers
+    /// take the new log start from their next fetch.
+    pub fn delete_records(&self, topic: &str, partition: i32, offset: i64) -> Result<i64, i16> {
+        self.check_leader(topic, partition, -1)?;
+        let done = self
+            .store
+            .delete_records(topic, partition, offset)
+            .and_then(|()| self.store.partition(topic, partition));
+        match done {
+            Ok(log) => Ok(log.log_start_offset()),
+            Err(Error::InvalidArgument(_)) => Err(kafka_codes::OFFSET_OUT_OF_RANGE),
+            Err(e) => Err(error_code(&e)),
+        }
+    }
+
+    /// Where `leader_epoch` ends in the partition's log (KIP-101/320), as its
+    /// leader in `current_epoch`: (the largest epoch at or below it, its end offset).
+    pub fn offset_for_leader_epoch(
+        &self,
+        topic: &str,
+        partition: i32,
+        current_epoch: i32,
+        leader_epoch: i32,
+    ) -> Result<(i32, i64), i16> {
+        let log = self.store.partition(topic, partition).map_err(|e| error_code(&e))?;
+        self.check_leader(topic, partition, current_epoch)?;
+        Ok(log.offset_for_leader_epoch(leader_epoch))
+    }
+}
+
+/// Kafka's words for the codes a leader refuses or fails a Produce with.
+pub fn describe_code(code: i16) -> &'static str {
+    match ResponseError::try_from_code(code) {
+        Some(ResponseError::NotLeaderOrFollower) => "this broker is not the partition's leader",
+        Some(ResponseError::NotEnoughReplicas) => {
+            "Messages are rejected since there are fewer in-sync replicas than required."
+        }
+        Some(ResponseError::NotEnoughReplicasAfterAppend) => {
+            "Messages are written to the log, but to fewer in-sync replicas than required."
+        }
+        Some(ResponseError::RequestTimedOut) => "the in-sync replicas did not confirm the write in time",
+        _ => "refused",
+    }
+}
