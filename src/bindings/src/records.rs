@@ -8,7 +8,7 @@ use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
 use pyo3::types::{PyBytes, PyInt, PyList, PyString, PyTuple};
 
 use super::errors::to_py;
-use seglog_core::client::fetch::{decode, DecodedBatch};
+use seglog_core::client::consumer_read::{decode, DecodedBatch};
 use seglog_core::record::parse_records_range;
 use seglog_core::record::TimestampType;
 

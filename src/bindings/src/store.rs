@@ -17,7 +17,7 @@ use super::buffer::ByteBuffer;
 use super::chunk::RecordChunk;
 use super::records::{extract_record, record_vec, with_new_records, ConsumerRecord, InRecord};
 use seglog_core::client::columns::{BinaryColumn, Columns};
-use seglog_core::client::fetch::{read_batches, read_columns};
+use seglog_core::client::consumer_read::{read_batches, read_columns};
 use seglog_core::client::partitioner::partition_for_key;
 use seglog_core::group;
 use seglog_core::log::AppendOrigin;

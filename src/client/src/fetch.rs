@@ -12,7 +12,7 @@ use kafka_protocol::messages::fetch_request::{FetchPartition as WirePartition, F
 use kafka_protocol::messages::{ApiKey, FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use seglog_core::client::columns::Columns;
-use seglog_core::client::fetch::{decode, DecodedBatch};
+use seglog_core::client::consumer_read::{decode, DecodedBatch};
 use seglog_core::error::{kafka_codes, Error, Result};
 use seglog_core::record::batch::whole_batches_len;
 use seglog_core::record::{parse_records_from, TimestampType};

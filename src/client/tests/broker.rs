@@ -16,7 +16,7 @@ use seglog_client::{
     fetch, fetch_columns, fetch_one, list_offset, list_offsets, ClientConfig, Cluster, FetchOptions,
     FetchPartition, IdempotentProducer, ProducerConfig, EARLIEST, LATEST,
 };
-use seglog_core::client::fetch::read_columns;
+use seglog_core::client::consumer_read::read_columns;
 use seglog_core::error::Error;
 use seglog_core::record::{BatchIter, Compression, NewRecord, TimestampType};
 use seglog_core::store::Store;

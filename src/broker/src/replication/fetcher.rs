@@ -28,7 +28,7 @@ use seglog_core::record::RecordBatch;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::replicas::Followed;
+use super::partition::Followed;
 use super::Replication;
 use crate::logline::log as note;
 

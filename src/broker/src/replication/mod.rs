@@ -6,7 +6,7 @@
 //! - `znodes`: Kafka's paths and JSON. `view`: the cluster read whole.
 //! - `controller`: election with epoch fencing, leader election, ISR
 //!   pruning, preferred leaders. `placement`: rack-aware assignment.
-//! - `replicas` (this file's second half): each local partition's role; a
+//! - `partition` (Kafka's `Partition`): each local partition's role; a
 //!   leader's followers, ISR and high watermark; acks=all waiting.
 //! - `fetcher`: a follower's fetch loop, one per leader, with truncation by
 //!   leader epoch (OffsetForLeaderEpoch, KIP-101/279) before it fetches.
@@ -16,8 +16,8 @@
 
 mod controller;
 mod fetcher;
+mod partition;
 pub mod placement;
-mod replicas;
 mod view;
 pub mod znodes;
 
@@ -31,7 +31,7 @@ use tokio::sync::watch;
 use zookeeper_client::{AddWatchMode, Client, CreateMode, Error as ZkError, EventType, SessionState};
 
 use self::controller::{ControllerState, Fenced};
-pub use self::replicas::Replica;
+pub use self::partition::Partition;
 pub use self::view::ClusterView;
 use crate::config::BrokerConfig;
 use crate::logline::log;
@@ -49,7 +49,7 @@ pub struct Replication {
     /// The current session's client; `None` while there is none.
     client: Mutex<Option<Client>>,
     view: RwLock<Arc<ClusterView>>,
-    replicas: Mutex<HashMap<(String, i32), Replica>>,
+    partitions: Mutex<HashMap<(String, i32), Partition>>,
     /// Bumped whenever a role changes (or the view): what wakes idle fetchers
     /// and acks=all waits whose leadership may be gone.
     changed: watch::Sender<u64>,
@@ -92,7 +92,7 @@ impl Replication {
             advertised,
             client: Mutex::new(None),
             view: RwLock::new(Arc::new(ClusterView::default())),
-            replicas: Mutex::new(HashMap::new()),
+            partitions: Mutex::new(HashMap::new()),
             changed: watch::channel(0).0,
             purgatory,
             controller: tokio::sync::Mutex::new(None),
@@ -487,7 +487,7 @@ impl Replication {
         let me = self.store.clone();
         let name = name.to_string();
         let config = config.clone();
-        tokio::task::block_in_place(move || replicas::sync_overrides(&me, &name, &config))
+        tokio::task::block_in_place(move || partition::sync_overrides(&me, &name, &config))
             .map_err(|e| (E::UnknownServerError.code(), e.to_string()))
     }
 

@@ -3,6 +3,6 @@
 //! reads (decoded batches, Arrow columns).
 
 pub mod columns;
-pub mod fetch;
+pub mod consumer_read;
 pub mod partitioner;
 pub mod producer;

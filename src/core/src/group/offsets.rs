@@ -9,7 +9,7 @@ use super::{
     offsets_partition, GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue,
     OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIG,
 };
-use crate::client::fetch::read_batches;
+use crate::client::consumer_read::read_batches;
 use crate::clock::now_ms;
 use crate::error::{Error, Result};
 use crate::log::{AppendInfo, AppendOrigin, PartitionLog};

@@ -1,7 +1,7 @@
-//! The local replicas: each partition's role as the view assigns it, and a
-//! leader's bookkeeping (Kafka's `Partition`): its followers' log ends and
-//! when each was last caught up, the ISR with its conditional ZooKeeper
-//! writes, the high watermark, and the acks=all wait.
+//! The local partitions (Kafka's `Partition`): each one's role as the view
+//! assigns it, and a leader's bookkeeping: its followers (Kafka's `Replica`:
+//! log end and when each was last caught up), the ISR with its conditional
+//! ZooKeeper writes, the high watermark, and the acks=all wait.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,11 +39,11 @@ pub(super) fn sync_overrides(
 }
 
 /// Numbers each leadership a broker takes up.
-static GENERATIONS: AtomicU64 = AtomicU64::new(1);
+static LEADERSHIPS: AtomicU64 = AtomicU64::new(1);
 
 /// What this broker is for one partition.
 #[derive(Debug, Default)]
-pub struct Replica {
+pub struct Partition {
     /// The (leader epoch, znode version) of the state last applied.
     applied: Option<(i32, i32)>,
     role: Role,
@@ -62,7 +62,7 @@ struct LeaderState {
     /// Which unbroken leadership of this broker this is: kept when only the
     /// epoch moves (the controller dropped a dead follower), new after any
     /// time as a follower. An acks=all write waits within one.
-    generation: u64,
+    leadership: u64,
     epoch: i32,
     /// The ISR as ZooKeeper holds it.
     isr: Vec<i32>,
@@ -71,7 +71,7 @@ struct LeaderState {
     /// Where this leader's epoch began: a follower joins the ISR only once
     /// it has reached it (it then holds nothing a past leader wrote alone).
     epoch_start: i64,
-    followers: BTreeMap<i32, Progress>,
+    followers: BTreeMap<i32, Replica>,
     /// An ISR write in flight (only one at a time, as in Kafka); an
     /// expansion counts toward the high watermark at once.
     pending: Option<Vec<i32>>,
@@ -79,7 +79,7 @@ struct LeaderState {
 }
 
 #[derive(Debug, Clone, Copy)]
-struct Progress {
+struct Replica {
     /// The follower's log end as its last fetch said; -1 until it fetched
     /// from this leader.
     leo: i64,
@@ -140,14 +140,14 @@ impl Replication {
         }
         // Topics deleted from the cluster go from this broker too.
         let gone: BTreeSet<String> = self
-            .replicas
+            .partitions
             .lock()
             .keys()
             .filter(|(t, _)| !view.topics.contains_key(t))
             .map(|(t, _)| t.clone())
             .collect();
         for name in gone {
-            self.replicas.lock().retain(|(t, _), _| *t != name);
+            self.partitions.lock().retain(|(t, _), _| *t != name);
             match self.store.delete_topic(&name) {
                 Ok(()) | Err(seglog_core::Error::UnknownTopic(_)) => {
                     note("info", "replica_deleted", &[("topic", &name)])
@@ -200,7 +200,7 @@ impl Replication {
                 return;
             }
         };
-        let mut all = self.replicas.lock();
+        let mut all = self.partitions.lock();
         let r = all.entry(key).or_default();
         let newer = match r.applied {
             None => true,
@@ -251,11 +251,11 @@ impl Replication {
                 .iter()
                 .filter(|&&b| b != self.node_id)
                 .map(|&b| {
-                    (b, Progress { leo: -1, last_caught_up: now, last_fetch_leader_leo: -1, last_fetch: now })
+                    (b, Replica { leo: -1, last_caught_up: now, last_fetch_leader_leo: -1, last_fetch: now })
                 })
                 .collect();
             let mut l = LeaderState {
-                generation: GENERATIONS.fetch_add(1, Ordering::Relaxed),
+                leadership: LEADERSHIPS.fetch_add(1, Ordering::Relaxed),
                 epoch: s.leader_epoch,
                 isr: s.isr.clone(),
                 zk_version: version,
@@ -310,7 +310,7 @@ impl Replication {
     /// new session reads the state again (Kafka: a broker whose session
     /// expired assumes it lost every leadership).
     pub(super) fn lose_everything(&self) {
-        let mut all = self.replicas.lock();
+        let mut all = self.partitions.lock();
         for r in all.values_mut() {
             r.role = Role::None;
             r.applied = None;
@@ -323,7 +323,7 @@ impl Replication {
 
     /// The partitions this broker follows from `leader`.
     pub(super) fn followed_from(&self, leader: i32) -> Vec<Followed> {
-        let all = self.replicas.lock();
+        let all = self.partitions.lock();
         let mut out = Vec::new();
         for ((topic, partition), r) in all.iter() {
             if let Role::Follower(f) = &r.role {
@@ -346,8 +346,8 @@ impl Replication {
 
     /// Records that a followed partition's log agrees with its leader of `epoch`.
     pub(super) fn set_truncated(&self, topic: &str, partition: i32, epoch: i32, truncated: bool) {
-        if let Some(Replica { role: Role::Follower(f), .. }) =
-            self.replicas.lock().get_mut(&(topic.to_string(), partition))
+        if let Some(Partition { role: Role::Follower(f), .. }) =
+            self.partitions.lock().get_mut(&(topic.to_string(), partition))
         {
             if f.epoch == epoch {
                 f.truncated = truncated;
@@ -362,7 +362,7 @@ impl Replication {
     /// Whether this broker leads the partition, in the epoch the client
     /// names (-1: any). Kafka's codes otherwise.
     pub fn leader_check(&self, topic: &str, partition: i32, current_epoch: i32) -> Result<(), i16> {
-        let all = self.replicas.lock();
+        let all = self.partitions.lock();
         match all.get(&(topic.to_string(), partition)).map(|r| &r.role) {
             Some(Role::Leader(l)) => {
                 if current_epoch >= 0 && current_epoch < l.epoch {
@@ -388,8 +388,8 @@ impl Replication {
     /// read up to the log end).
     pub fn follower_fetched(self: &Arc<Self>, log: &PartitionLog, replica: i32, fetch_offset: i64) -> bool {
         let key = (log.topic().to_string(), log.partition());
-        let mut all = self.replicas.lock();
-        let Some(Replica { role: Role::Leader(l), .. }) = all.get_mut(&key) else { return false };
+        let mut all = self.partitions.lock();
+        let Some(Partition { role: Role::Leader(l), .. }) = all.get_mut(&key) else { return false };
         let Some(p) = l.followers.get_mut(&replica) else { return false };
         let now = Instant::now();
         let leo = log.log_end_offset();
@@ -420,8 +420,8 @@ impl Replication {
 
     /// Recomputes the leader's high watermark after its own append.
     pub fn leader_appended(&self, log: &PartitionLog) {
-        let mut all = self.replicas.lock();
-        if let Some(Replica { role: Role::Leader(l), .. }) =
+        let mut all = self.partitions.lock();
+        if let Some(Partition { role: Role::Leader(l), .. }) =
             all.get_mut(&(log.topic().to_string(), log.partition()))
         {
             self.advance_high_watermark(log, l);
@@ -452,7 +452,7 @@ impl Replication {
     /// NOT_ENOUGH_REPLICAS before an acks=all append when the ISR is smaller
     /// than `min.insync.replicas`.
     pub fn min_isr_check(&self, topic: &str, partition: i32) -> Result<(), i16> {
-        let all = self.replicas.lock();
+        let all = self.partitions.lock();
         match all.get(&(topic.to_string(), partition)).map(|r| &r.role) {
             Some(Role::Leader(l)) if l.isr.len() < l.min_insync => Err(E::NotEnoughReplicas.code()),
             Some(Role::Leader(_)) => Ok(()),
@@ -467,7 +467,7 @@ impl Replication {
     pub async fn wait_committed(
         &self,
         log: &PartitionLog,
-        generation: u64,
+        leadership: u64,
         end: i64,
         timeout: Duration,
     ) -> i16 {
@@ -480,11 +480,11 @@ impl Replication {
         loop {
             changes.borrow_and_update();
             {
-                let all = self.replicas.lock();
-                let Some(Replica { role: Role::Leader(l), .. }) = all.get(&key) else {
+                let all = self.partitions.lock();
+                let Some(Partition { role: Role::Leader(l), .. }) = all.get(&key) else {
                     return E::NotLeaderOrFollower.code();
                 };
-                if l.generation != generation {
+                if l.leadership != leadership {
                     return E::NotLeaderOrFollower.code();
                 }
                 if log.high_watermark() >= end {
@@ -511,15 +511,15 @@ impl Replication {
     /// The unbroken leadership a partition this broker leads is in (what an
     /// acks=all write waits within).
     pub fn leadership(&self, topic: &str, partition: i32) -> Option<u64> {
-        match self.replicas.lock().get(&(topic.to_string(), partition)).map(|r| &r.role) {
-            Some(Role::Leader(l)) => Some(l.generation),
+        match self.partitions.lock().get(&(topic.to_string(), partition)).map(|r| &r.role) {
+            Some(Role::Leader(l)) => Some(l.leadership),
             _ => None,
         }
     }
 
     /// The leader epoch a partition this broker leads is in.
     pub fn leader_epoch(&self, topic: &str, partition: i32) -> Option<i32> {
-        match self.replicas.lock().get(&(topic.to_string(), partition)).map(|r| &r.role) {
+        match self.partitions.lock().get(&(topic.to_string(), partition)).map(|r| &r.role) {
             Some(Role::Leader(l)) => Some(l.epoch),
             _ => None,
         }
@@ -531,7 +531,7 @@ impl Replication {
         let lag = Duration::from_millis(self.config.replica_lag_time_max_ms);
         let mut writes = Vec::new();
         {
-            let mut all = self.replicas.lock();
+            let mut all = self.partitions.lock();
             for ((topic, partition), r) in all.iter_mut() {
                 let Role::Leader(l) = &mut r.role else { continue };
                 if l.pending.is_some() {
@@ -592,7 +592,7 @@ impl Replication {
                     ],
                 );
                 let Ok(log) = self.store.partition(&key.0, key.1) else { return };
-                let mut all = self.replicas.lock();
+                let mut all = self.partitions.lock();
                 if let Some(r) = all.get_mut(&key) {
                     if let Role::Leader(l) = &mut r.role {
                         if l.epoch == epoch {
@@ -625,7 +625,7 @@ impl Replication {
     /// The leader and under-replicated partition gauges.
     pub(super) fn count_partitions(&self) {
         let view = self.view();
-        let all = self.replicas.lock();
+        let all = self.partitions.lock();
         let (mut leading, mut under) = (0, 0);
         for ((topic, partition), r) in all.iter() {
             if let Role::Leader(l) = &r.role {
@@ -640,7 +640,7 @@ impl Replication {
     }
 
     fn clear_pending(&self, key: &(String, i32), epoch: i32) {
-        if let Some(Replica { role: Role::Leader(l), .. }) = self.replicas.lock().get_mut(key) {
+        if let Some(Partition { role: Role::Leader(l), .. }) = self.partitions.lock().get_mut(key) {
             if l.epoch == epoch {
                 l.pending = None;
             }
