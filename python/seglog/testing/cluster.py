@@ -54,8 +54,8 @@ class LocalCluster:
     one is started under ``dir/zk`` and stopped with the cluster; one given is the
     caller's to start and stop.
 
-    :meth:`start` returns once every broker prints its ``listening on`` line; whether the
-    brokers have registered in ZooKeeper is for the caller to check. :meth:`kill`,
+    :meth:`start` returns once every broker prints its ``listening on`` line;
+    :meth:`wait_until_ready` once the brokers are all in the cluster's Metadata. :meth:`kill`,
     :meth:`pause`, :meth:`resume` and :meth:`start` act on one broker from outside, as a
     crash, a stall and a restart on the same store would.
 
