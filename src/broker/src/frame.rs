@@ -1,9 +1,9 @@
 //! Request framing: a 4-byte big-endian size, then the request. The size is
-//! checked against `socket.request.max.bytes`, but memory is allocated only
-//! as the bytes arrive (a claim of 100 MiB followed by nothing costs at most
-//! the first read's 64 KiB). A request larger than that first read is read on
-//! only once the broker-wide pool (`queued.max.request.bytes`) has room for
-//! all of it: the pool bounds the bytes of large requests read and not yet
+//! checked against `socket.request.max.bytes`, and a frame's first 64 KiB are
+//! read before anything more is allocated (a claim of 100 MiB followed by
+//! nothing costs at most that). A request larger than that first read is read
+//! on only once the broker-wide pool (`queued.max.request.bytes`) has room for
+//! all of it: the pool bounds the memory of large requests read and not yet
 //! answered, a request waiting for room holds none of it (so no two can wait
 //! on each other), and small requests never wait for large ones.
 
@@ -142,17 +142,12 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
     let mut buf: Vec<u8> = Vec::with_capacity(first);
     read_into(r, &mut buf, first, size).await?;
     if size > first {
-        // The client is sending a large request: wait for room for all of it,
-        // then read on, the buffer doubling as the bytes come.
+        // The client is sending a large request: wait for room for all of it
+        // in the pool, which bounds what such requests hold, then read the rest.
         drop(held);
         held = memory.reserve(size, true).await;
-        while buf.len() < size {
-            if buf.len() == buf.capacity() {
-                buf.reserve_exact(buf.capacity().min(size - buf.len()));
-            }
-            let upto = buf.capacity().min(size);
-            read_into(r, &mut buf, upto, size).await?;
-        }
+        buf.reserve_exact(size - buf.len());
+        read_into(r, &mut buf, size, size).await?;
     }
     Ok(Frame { bytes: Bytes::from(buf), _memory: held })
 }
