@@ -17,7 +17,15 @@ from pathlib import Path
 from confluent_kafka import Producer
 
 import seglog
-from broker_helpers import Served, assert_serves, connect, fetch_request_v4, frame
+from broker_helpers import (
+    Served,
+    assert_serves,
+    closed_by_peer,
+    connect,
+    fetch_request_v4,
+    frame,
+    recv_response,
+)
 from test_broker_input import alive, metric, serve
 
 NEVER = 0x7FFFFFFF  # Fetch's max_wait_ms and min_bytes at their largest
@@ -234,3 +242,32 @@ def test_appends_wake_only_the_long_polls_of_their_partition(tmp_path: Path) -> 
 
 def producer_to(served: Served) -> Producer:
     return Producer({"bootstrap.servers": served.bootstrap, "linger.ms": 0})
+
+
+def metadata_of_empty_names(n: int) -> bytes:
+    """Metadata v1 naming `n` topics, each an empty string: 2 bytes on the wire, a
+    struct of about a hundred once decoded."""
+    return frame(3, 1, 1, struct.pack(">i", n) + b"\0\0" * n)
+
+
+def test_a_request_that_would_decode_past_the_request_memory_is_refused(tmp_path: Path) -> None:
+    with serve(tmp_path / "store") as served:
+        assert_serves(served.bootstrap)
+        baseline = served.rss_kib()
+        # 100,000 names (200 kB): charged 100 times its size, within the pool: answered.
+        with connect(served.port, timeout=60) as s:
+            s.sendall(metadata_of_empty_names(100_000))
+            corr, body = recv_response(s)
+            assert corr == 1
+            (brokers,) = struct.unpack_from(">i", body)
+            assert brokers == 1
+        # 3,800,000 names (7.6 MB) would take about 100 times that decoded, more than
+        # queued.max.request.bytes (512 MiB): the connection is closed before decoding.
+        with connect(served.port, timeout=60) as s:
+            s.sendall(metadata_of_empty_names(3_800_000))
+            assert closed_by_peer(s, timeout=60)
+        grown = served.rss_kib() - baseline
+        assert grown < 200 * 1024, f"RSS grew by {grown} KiB"
+        assert any("more than queued.max.request.bytes" in line for line in served.stderr)
+        assert_serves(served.bootstrap)
+        alive(served)

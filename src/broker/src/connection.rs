@@ -49,7 +49,7 @@ pub async fn serve_connection(
             f = tokio::time::timeout(idle, read_frame(&mut stream, max, &shared.request_memory)) => f,
             _ = stop.changed() => break,
         };
-        let frame = match frame {
+        let mut frame = match frame {
             Err(_) => {
                 log("info", "connection_idle_closed", &[("peer", &peer), ("idle_ms", &idle.as_millis())]);
                 break;
@@ -62,6 +62,18 @@ pub async fn serve_connection(
             }
             Ok(Ok(frame)) => frame,
         };
+        if !is_produce(&frame.bytes) {
+            if let Err(needed) = shared.request_memory.reserve_decoding(&mut frame).await {
+                metrics.connection_errors.inc();
+                let reason = format!(
+                    "a request of {} bytes other than Produce may take {needed} bytes decoded, more than \
+                     queued.max.request.bytes",
+                    frame.bytes.len()
+                );
+                log("warn", "connection_error", &[("peer", &peer), ("reason", &reason)]);
+                break;
+            }
+        }
         let started = Instant::now();
         let handled = PEER.scope(peer, handle(&shared, frame.bytes.clone()));
         let outcome = if parks(&frame.bytes) {
@@ -115,6 +127,10 @@ pub async fn serve_connection(
 /// data, a Produce for its replicas): those are dropped when the client goes.
 /// Group requests are not: the coordinator keeps a member until its session
 /// times out, as Kafka does.
+fn is_produce(frame: &[u8]) -> bool {
+    HeaderStart::peek(frame).is_some_and(|h| h.api_key == ApiKey::Produce as i16)
+}
+
 fn parks(frame: &[u8]) -> bool {
     HeaderStart::peek(frame)
         .is_some_and(|h| h.api_key == ApiKey::Fetch as i16 || h.api_key == ApiKey::Produce as i16)

@@ -63,13 +63,39 @@ const FIRST_READ: usize = 64 << 10;
 #[derive(Clone, Default)]
 pub struct RequestMemory {
     pool: Option<Arc<Semaphore>>,
+    capacity: usize,
     held: Gauge,
 }
+
+/// What a request other than a Produce may take in memory once decoded, per
+/// byte of its frame: an array entry of two bytes on the wire (an empty name)
+/// becomes a struct of about a hundred.
+pub const DECODED_PER_BYTE: usize = 100;
 
 impl RequestMemory {
     /// A pool of `bytes` (None: no bound) whose use `held` shows.
     pub fn new(bytes: Option<usize>, held: Gauge) -> RequestMemory {
-        RequestMemory { pool: bytes.map(|b| Arc::new(Semaphore::new(b))), held }
+        RequestMemory { pool: bytes.map(|b| Arc::new(Semaphore::new(b))), capacity: bytes.unwrap_or(0), held }
+    }
+
+    /// Takes room for decoding `frame` (a request other than a Produce, whose
+    /// records stay bytes): beyond the first read, `DECODED_PER_BYTE` times
+    /// its size, held with the frame. `Err(needed)` where that is more than
+    /// the pool holds in all: such a request is refused, not decoded.
+    pub async fn reserve_decoding(&self, frame: &mut Frame) -> Result<(), usize> {
+        let len = frame.bytes.len();
+        if self.pool.is_none() || len <= FIRST_READ {
+            return Ok(());
+        }
+        let needed = len.saturating_mul(DECODED_PER_BYTE);
+        if needed > self.capacity {
+            return Err(needed);
+        }
+        // The frame's own room is given back first: a request waiting for room
+        // holds none.
+        frame.memory = self.reserve(0, false).await;
+        frame.memory = self.reserve(needed, true).await;
+        Ok(())
     }
 
     /// Bytes of requests held now.
@@ -109,7 +135,7 @@ impl Drop for Reservation {
 /// given back when the frame is dropped (after its response is written).
 pub struct Frame {
     pub bytes: Bytes,
-    _memory: Reservation,
+    memory: Reservation,
 }
 
 /// Reads one request frame, or `Closed` at a clean end between frames.
@@ -149,7 +175,7 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
         buf.reserve_exact(size - buf.len());
         read_into(r, &mut buf, size, size).await?;
     }
-    Ok(Frame { bytes: Bytes::from(buf), _memory: held })
+    Ok(Frame { bytes: Bytes::from(buf), memory: held })
 }
 
 /// Reads into `buf` until it holds `upto` bytes of a `size`-byte frame.

@@ -107,3 +107,33 @@ fn a_full_pool_holds_a_frame_until_room_is_given_back() {
         assert_eq!(second.await.unwrap().bytes.len(), 70_000);
     });
 }
+
+#[test]
+fn decoding_room_is_a_multiple_of_a_large_frame_and_refused_past_the_pool() {
+    let frame_of = |n: u32| {
+        let mut v = n.to_be_bytes().to_vec();
+        v.extend(std::iter::repeat_n(1u8, n as usize));
+        v
+    };
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let memory = RequestMemory::new(Some(20 << 20), Default::default());
+        // Small frames are not charged.
+        let small = frame_of(1000);
+        let mut f = read_frame(&mut &small[..], 1 << 20, &memory).await.unwrap();
+        memory.reserve_decoding(&mut f).await.unwrap();
+        assert_eq!(memory.in_use(), 1000);
+        drop(f);
+        // 100 KiB: 100 times that, held with the frame.
+        let big = frame_of(100 << 10);
+        let mut f = read_frame(&mut &big[..], 1 << 20, &memory).await.unwrap();
+        memory.reserve_decoding(&mut f).await.unwrap();
+        assert_eq!(memory.in_use(), DECODED_PER_BYTE * (100 << 10));
+        drop(f);
+        assert_eq!(memory.in_use(), 0);
+        // 300 KiB would need 30 MiB decoded: more than the pool holds.
+        let huge = frame_of(300 << 10);
+        let mut f = read_frame(&mut &huge[..], 1 << 20, &memory).await.unwrap();
+        assert_eq!(memory.reserve_decoding(&mut f).await, Err(DECODED_PER_BYTE * (300 << 10)));
+    });
+}
