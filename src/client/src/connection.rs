@@ -87,6 +87,64 @@ requests! {
     ListGroups: ListGroupsRequest => ListGroupsResponse,
     DescribeGroups: DescribeGroupsRequest => DescribeGroupsResponse,
     DeleteGroups: DeleteGroupsRequest => DeleteGroupsResponse,
+    OffsetForLeaderEpoch: OffsetForLeaderEpochRequest => OffsetForLeaderEpochResponse,
+}
+
+/// `request` at `version` as a frame to send: the size prefix, the request
+/// header (its version as the API's) and the body. Shared by this blocking
+/// connection and by the broker's replica fetcher, which sends on tokio.
+pub fn encode_request<R: Request>(
+    request: &R,
+    version: i16,
+    correlation_id: i32,
+    client_id: &StrBytes,
+) -> Result<BytesMut> {
+    let header = RequestHeader::default()
+        .with_request_api_key(R::KEY)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(client_id.clone()));
+    let mut buf = BytesMut::with_capacity(64);
+    buf.put_i32(0);
+    header
+        .encode(&mut buf, R::header_version(version))
+        .and_then(|_| request.encode(&mut buf, version))
+        .map_err(|e| {
+            Error::InvalidArgument(format!("encoding a {} v{version} request: {e}", api_name(R::KEY)))
+        })?;
+    let size = i32::try_from(buf.len() - 4).map_err(|_| {
+        Error::InvalidArgument(format!("a {} request of {} bytes is too large", api_name(R::KEY), buf.len()))
+    })?;
+    buf[..4].copy_from_slice(&size.to_be_bytes());
+    Ok(buf)
+}
+
+/// The body of a response frame (its size prefix already read) after its
+/// header, checked to answer `correlation_id`; what is wrong otherwise.
+pub fn response_body<R: Request>(
+    mut frame: Bytes,
+    version: i16,
+    correlation_id: i32,
+) -> std::result::Result<Bytes, String> {
+    let what = format!("a {} response", api_name(R::KEY));
+    let header = ResponseHeader::decode(&mut frame, R::Response::header_version(version))
+        .map_err(|e| format!("undecodable header of {what}: {e}"))?;
+    if header.correlation_id != correlation_id {
+        return Err(format!(
+            "{what} carries correlation id {}, expected {correlation_id}",
+            header.correlation_id
+        ));
+    }
+    Ok(frame)
+}
+
+/// The response to a `R` request at `version`, from its body.
+pub fn decode_response<R: Request>(
+    mut body: Bytes,
+    version: i16,
+) -> std::result::Result<R::Response, String> {
+    R::Response::decode(&mut body, version)
+        .map_err(|e| format!("undecodable {} v{version} response: {e}", api_name(R::KEY)))
 }
 
 /// The version chosen per API for one broker.
@@ -238,27 +296,7 @@ impl Connection {
         }
         let correlation_id = self.next_correlation;
         self.next_correlation = self.next_correlation.wrapping_add(1);
-        let header = RequestHeader::default()
-            .with_request_api_key(R::KEY)
-            .with_request_api_version(version)
-            .with_correlation_id(correlation_id)
-            .with_client_id(Some(self.client_id.clone()));
-        let mut buf = BytesMut::with_capacity(64);
-        buf.put_i32(0);
-        header
-            .encode(&mut buf, R::header_version(version))
-            .and_then(|_| request.encode(&mut buf, version))
-            .map_err(|e| {
-            Error::InvalidArgument(format!("encoding a {} v{version} request: {e}", api_name(R::KEY)))
-        })?;
-        let size = i32::try_from(buf.len() - 4).map_err(|_| {
-            Error::InvalidArgument(format!(
-                "a {} request of {} bytes is too large",
-                api_name(R::KEY),
-                buf.len()
-            ))
-        })?;
-        buf[..4].copy_from_slice(&size.to_be_bytes());
+        let buf = encode_request(request, version, correlation_id, &self.client_id)?;
         let written = self
             .stream
             .set_write_timeout(Some(self.request_timeout.max(Duration::from_millis(1))))
@@ -273,10 +311,10 @@ impl Connection {
     /// Reads the answer to `sent`.
     pub fn read<R: Request>(&mut self, sent: InFlight<R>, extra: Duration) -> Result<R::Response> {
         let deadline = Instant::now() + self.request_timeout + extra;
-        let mut body = self.read_body::<R>(sent.correlation_id, sent.version, deadline)?;
-        R::Response::decode(&mut body, sent.version).map_err(|e| {
+        let body = self.read_body::<R>(sent.correlation_id, sent.version, deadline)?;
+        decode_response::<R>(body, sent.version).map_err(|e| {
             self.broken = true;
-            protocol(&self.addr, format!("undecodable {} v{} response: {e}", api_name(R::KEY), sent.version))
+            protocol(&self.addr, e)
         })
     }
 
@@ -289,20 +327,10 @@ impl Connection {
     ) -> Result<Bytes> {
         let what = format!("a {} response", api_name(R::KEY));
         let frame = self.read_frame(deadline, &what)?;
-        let mut frame = Bytes::from(frame);
-        let header =
-            ResponseHeader::decode(&mut frame, R::Response::header_version(version)).map_err(|e| {
-                self.broken = true;
-                protocol(&self.addr, format!("undecodable header of {what}: {e}"))
-            })?;
-        if header.correlation_id != correlation_id {
+        response_body::<R>(Bytes::from(frame), version, correlation_id).map_err(|e| {
             self.broken = true;
-            return Err(protocol(
-                &self.addr,
-                format!("{what} carries correlation id {}, expected {correlation_id}", header.correlation_id),
-            ));
-        }
-        Ok(frame)
+            protocol(&self.addr, e)
+        })
     }
 
     /// One size-prefixed frame, by `deadline`. The buffer grows as bytes

@@ -10,17 +10,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
 };
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, FetchRequest, FetchResponse, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
-    RequestHeader, ResponseHeader, TopicName,
+    BrokerId, FetchRequest, FetchResponse, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+    TopicName,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError as E;
+use seglog_client::connection::{api_name, decode_response, encode_request, response_body, Request};
 use seglog_core::leader_epoch::{UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
 use seglog_core::log::PartitionLog;
 use seglog_core::record::batch::whole_batches_len;
@@ -53,35 +54,22 @@ impl Link {
         Ok(Link { stream, next_correlation: 0 })
     }
 
-    async fn call<Q, R>(
+    /// One request and its answer, framed by seglog-client's codec: the
+    /// same bytes its blocking connection sends, over this tokio stream.
+    async fn call<R: Request>(
         &mut self,
-        key: ApiKey,
         version: i16,
-        request: &Q,
+        request: &R,
         wait: Duration,
-    ) -> std::io::Result<R>
-    where
-        Q: Encodable + HeaderVersion,
-        R: Decodable + HeaderVersion,
-    {
+    ) -> std::io::Result<R::Response> {
         let bad = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidData, what);
         let correlation = self.next_correlation;
         self.next_correlation = self.next_correlation.wrapping_add(1);
-        let header = RequestHeader::default()
-            .with_request_api_key(key as i16)
-            .with_request_api_version(version)
-            .with_correlation_id(correlation)
-            .with_client_id(Some(StrBytes::from_static_str("seglog-replica-fetcher")));
-        let mut buf = BytesMut::with_capacity(256);
-        buf.put_i32(0);
-        header
-            .encode(&mut buf, Q::header_version(version))
-            .and_then(|_| request.encode(&mut buf, version))
-            .map_err(|e| bad(format!("encoding {key:?}: {e}")))?;
-        let size = (buf.len() - 4) as i32;
-        buf[..4].copy_from_slice(&size.to_be_bytes());
+        let client_id = StrBytes::from_static_str("seglog-replica-fetcher");
+        let frame =
+            encode_request(request, version, correlation, &client_id).map_err(|e| bad(e.to_string()))?;
         let exchange = async {
-            self.stream.write_all(&buf).await?;
+            self.stream.write_all(&frame).await?;
             let size = self.stream.read_i32().await?;
             if !(0..=512 << 20).contains(&size) {
                 return Err(bad(format!("a response of {size} bytes")));
@@ -90,16 +78,12 @@ impl Link {
             self.stream.read_exact(&mut body).await?;
             Ok(Bytes::from(body))
         };
-        let mut body =
+        let frame =
             tokio::time::timeout(wait + Duration::from_secs(10), exchange).await.map_err(|_| {
-                std::io::Error::new(std::io::ErrorKind::TimedOut, format!("{key:?} unanswered"))
+                std::io::Error::new(std::io::ErrorKind::TimedOut, format!("{} unanswered", api_name(R::KEY)))
             })??;
-        let head = ResponseHeader::decode(&mut body, R::header_version(version))
-            .map_err(|e| bad(format!("a {key:?} response header: {e}")))?;
-        if head.correlation_id != correlation {
-            return Err(bad(format!("correlation id {} for {correlation}", head.correlation_id)));
-        }
-        R::decode(&mut body, version).map_err(|e| bad(format!("a {key:?} response: {e}")))
+        let body = response_body::<R>(frame, version, correlation).map_err(bad)?;
+        decode_response::<R>(body, version).map_err(bad)
     }
 }
 
@@ -172,8 +156,7 @@ async fn truncate(me: &Arc<Replication>, link: &mut Link, parts: &[Followed]) ->
     }
     let request =
         OffsetForLeaderEpochRequest::default().with_replica_id(BrokerId(me.node_id())).with_topics(topics);
-    let response: OffsetForLeaderEpochResponse =
-        link.call(ApiKey::OffsetForLeaderEpoch, EPOCH_VERSION, &request, Duration::ZERO).await?;
+    let response: OffsetForLeaderEpochResponse = link.call(EPOCH_VERSION, &request, Duration::ZERO).await?;
     for (f, _) in &asked {
         let answer = response
             .topics
@@ -254,7 +237,7 @@ async fn fetch(me: &Arc<Replication>, link: &mut Link, parts: &[Followed]) -> st
         .with_max_bytes(max_bytes.saturating_mul(parts.len().min(64) as i32).max(max_bytes))
         .with_session_epoch(-1)
         .with_topics(topics);
-    let response: FetchResponse = link.call(ApiKey::Fetch, FETCH_VERSION, &request, wait).await?;
+    let response: FetchResponse = link.call(FETCH_VERSION, &request, wait).await?;
     let mut backoff = false;
     for t in response.responses {
         for p in t.partitions {
