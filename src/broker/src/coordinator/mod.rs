@@ -6,11 +6,15 @@
 //!
 //! Layout: `group` (a group's state and record), `member`, `rebalance` (the
 //! protocol's state machine, in memory, on a caller-given clock), `offsets`
-//! (who may commit; retention), `storage` (loading and writing the log);
-//! Kafka's codes are the core's one table. This file holds the public API: requests in
-//! plain Rust types, answered with Kafka's error codes, so the network
-//! handlers and (later) the embedded consumer use the same coordinator.
+//! (who may commit; retention), `storage` (loading and writing the log),
+//! `api` (the requests and answers in plain Rust types, with Kafka's error
+//! codes, so that network handlers and the embedded consumer use the same
+//! coordinator), `admin` (listing, describing and deleting groups and
+//! offsets). This file holds the coordinator itself: its state, the member
+//! requests (join, sync, heartbeat, leave, commit, fetch) and its clock.
 
+mod admin;
+mod api;
 mod group;
 mod member;
 mod offsets;
@@ -30,6 +34,7 @@ use seglog_core::group::{CoordinatorRecord, OffsetCommitKey, OffsetCommitValue};
 use seglog_core::store::Store;
 use tokio::sync::watch;
 
+pub use api::*;
 pub use group::{CommittedOffset, GroupState};
 pub use member::Protocol;
 pub use seglog_core::error::kafka_codes::*;
@@ -39,7 +44,6 @@ use rebalance::{Ctx, GroupWrite, JoinOutcome, SyncOutcome};
 use storage::Cursor;
 
 use crate::blocking::blocking;
-use crate::config::BrokerConfig;
 use crate::logline::log;
 
 /// The longest group id accepted (Kafka sets none; a bound keeps records and
@@ -50,154 +54,6 @@ pub const MAX_GROUP_ID_BYTES: usize = 255;
 pub const MAX_MEMBER_METADATA_BYTES: usize = 1 << 20;
 /// How often member sessions, join deadlines and retention are looked at.
 const TICK: Duration = Duration::from_millis(100);
-
-/// The coordinator's settings, from the broker's keys.
-#[derive(Debug, Clone)]
-pub struct GroupConfig {
-    pub min_session_timeout_ms: i32,
-    pub max_session_timeout_ms: i32,
-    pub initial_rebalance_delay_ms: i32,
-    pub max_size: i32,
-    pub offsets_partitions: i32,
-    pub retention_ms: i64,
-    pub retention_check_interval_ms: i64,
-    pub metadata_max_bytes: usize,
-}
-
-impl GroupConfig {
-    pub fn from_broker(c: &BrokerConfig) -> GroupConfig {
-        GroupConfig {
-            min_session_timeout_ms: c.group_min_session_timeout_ms,
-            max_session_timeout_ms: c.group_max_session_timeout_ms,
-            initial_rebalance_delay_ms: c.group_initial_rebalance_delay_ms,
-            max_size: c.group_max_size,
-            offsets_partitions: c.offsets_topic_num_partitions,
-            retention_ms: c.offsets_retention_minutes.saturating_mul(60_000),
-            retention_check_interval_ms: i64::try_from(c.offsets_retention_check_interval_ms)
-                .unwrap_or(i64::MAX),
-            metadata_max_bytes: c.offset_metadata_max_bytes,
-        }
-    }
-}
-
-/// A JoinGroup.
-#[derive(Debug, Clone, Default)]
-pub struct JoinGroup {
-    pub group_id: String,
-    /// Empty for a member joining for the first time.
-    pub member_id: String,
-    /// Static membership's `group.instance.id`.
-    pub group_instance_id: Option<String>,
-    pub client_id: String,
-    pub client_host: String,
-    pub session_timeout_ms: i32,
-    pub rebalance_timeout_ms: i32,
-    pub protocol_type: String,
-    pub protocols: Vec<Protocol>,
-    /// KIP-394 (JoinGroup v4+, dynamic members): a first join gets
-    /// MEMBER_ID_REQUIRED and its id, and must join again with it.
-    pub require_known_member_id: bool,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct JoinedMember {
-    pub member_id: String,
-    pub group_instance_id: Option<String>,
-    pub metadata: Bytes,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct JoinResponse {
-    pub error: i16,
-    pub generation_id: i32,
-    pub protocol_type: Option<String>,
-    pub protocol_name: Option<String>,
-    pub leader: String,
-    pub member_id: String,
-    /// Every member with its metadata for the chosen protocol: the leader's only.
-    pub members: Vec<JoinedMember>,
-}
-
-impl JoinResponse {
-    pub fn error(code: i16, member_id: &str) -> JoinResponse {
-        JoinResponse {
-            error: code,
-            generation_id: -1,
-            member_id: member_id.to_string(),
-            ..Default::default()
-        }
-    }
-}
-
-/// A SyncGroup; only the leader's carries assignments.
-#[derive(Debug, Clone, Default)]
-pub struct SyncGroup {
-    pub group_id: String,
-    pub generation_id: i32,
-    pub member_id: String,
-    pub group_instance_id: Option<String>,
-    pub protocol_type: Option<String>,
-    pub protocol_name: Option<String>,
-    pub assignments: Vec<(String, Bytes)>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SyncResponse {
-    pub error: i16,
-    pub protocol_type: Option<String>,
-    pub protocol_name: Option<String>,
-    pub assignment: Bytes,
-}
-
-/// One partition's offset in an OffsetCommit.
-#[derive(Debug, Clone, Default)]
-pub struct PartitionCommit {
-    pub topic: String,
-    pub partition: i32,
-    pub offset: i64,
-    pub leader_epoch: i32,
-    pub metadata: String,
-}
-
-/// An OffsetCommit: generation -1 and an empty member id for a group that
-/// only stores offsets (allowed while the group has no members).
-#[derive(Debug, Clone, Default)]
-pub struct OffsetCommit {
-    pub group_id: String,
-    pub generation_id: i32,
-    pub member_id: String,
-    pub group_instance_id: Option<String>,
-    pub offsets: Vec<PartitionCommit>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupListing {
-    pub group_id: String,
-    pub protocol_type: String,
-    pub state: GroupState,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MemberDescription {
-    pub member_id: String,
-    pub group_instance_id: Option<String>,
-    pub client_id: String,
-    pub client_host: String,
-    pub metadata: Bytes,
-    pub assignment: Bytes,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupDescription {
-    pub error: i16,
-    pub group_id: String,
-    pub state: GroupState,
-    pub protocol_type: String,
-    /// The chosen protocol when Stable, else empty.
-    pub protocol: String,
-    pub generation_id: i32,
-    pub members: Vec<MemberDescription>,
-}
 
 /// A group id's check: INVALID_GROUP_ID if too long (or empty where the API
 /// needs one).
@@ -581,252 +437,6 @@ impl Coordinator {
                 .map(|g| g.offsets.iter().map(|((t, p), o)| (t.clone(), *p, Some(o.clone()))).collect())
                 .unwrap_or_default(),
         })
-    }
-
-    /// ListGroups: every group but those being deleted.
-    pub fn list_groups(&self) -> Vec<GroupListing> {
-        let groups = self.groups.lock();
-        let mut out: Vec<GroupListing> = groups
-            .values()
-            .filter(|g| !g.is(GroupState::Dead))
-            .map(|g| GroupListing {
-                group_id: g.id.clone(),
-                protocol_type: g.protocol_type.clone().unwrap_or_default(),
-                state: g.state,
-            })
-            .collect();
-        out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
-        out
-    }
-
-    /// DescribeGroups: an unknown group is described as Dead with no error,
-    /// as Kafka does; members' metadata and assignments only when Stable.
-    pub fn describe_groups(&self, ids: &[String]) -> Vec<GroupDescription> {
-        let groups = self.groups.lock();
-        ids.iter()
-            .map(|id| {
-                let mut d = GroupDescription {
-                    error: NONE,
-                    group_id: id.clone(),
-                    state: GroupState::Dead,
-                    protocol_type: String::new(),
-                    protocol: String::new(),
-                    generation_id: -1,
-                    members: Vec::new(),
-                };
-                if let Err(code) = check_group_id(id, true) {
-                    d.error = code;
-                    return d;
-                }
-                if self.stopped() {
-                    d.error = COORDINATOR_NOT_AVAILABLE;
-                    return d;
-                }
-                let Some(g) = groups.get(id) else { return d };
-                let stable = g.is(GroupState::Stable);
-                d.state = g.state;
-                d.protocol_type = g.protocol_type.clone().unwrap_or_default();
-                d.generation_id = g.generation_id;
-                if stable {
-                    d.protocol = g.protocol_name.clone().unwrap_or_default();
-                }
-                d.members = g
-                    .members
-                    .values()
-                    .map(|m| MemberDescription {
-                        member_id: m.member_id.clone(),
-                        group_instance_id: m.group_instance_id.clone(),
-                        client_id: m.client_id.clone(),
-                        client_host: m.client_host.clone(),
-                        metadata: if stable {
-                            m.metadata(&d.protocol).cloned().unwrap_or_default()
-                        } else {
-                            Bytes::new()
-                        },
-                        assignment: if stable { m.assignment.clone() } else { Bytes::new() },
-                    })
-                    .collect();
-                d
-            })
-            .collect()
-    }
-
-    /// DeleteGroups: empty groups are deleted with their offsets (tombstones
-    /// written); others get NON_EMPTY_GROUP, unknown ones GROUP_ID_NOT_FOUND.
-    pub async fn delete_groups(self: &Arc<Self>, ids: &[String]) -> Vec<(String, i16)> {
-        let now = now_ms();
-        let mut out = Vec::with_capacity(ids.len());
-        let mut doomed = Vec::new();
-        {
-            let mut groups = self.groups.lock();
-            for id in ids {
-                let code = if let Err(code) = check_group_id(id, true) {
-                    code
-                } else if self.stopped() {
-                    COORDINATOR_NOT_AVAILABLE
-                } else {
-                    match groups.get_mut(id) {
-                        None => GROUP_ID_NOT_FOUND,
-                        Some(g) if g.is(GroupState::Dead) => GROUP_ID_NOT_FOUND,
-                        Some(g) if g.is(GroupState::Empty) => {
-                            g.transition(GroupState::Dead, now);
-                            doomed.push(GroupWrite {
-                                group: id.clone(),
-                                seq: self.seq.fetch_add(1, Ordering::Relaxed),
-                                value: None,
-                                offset_tombstones: g.offsets.keys().cloned().collect(),
-                            });
-                            NONE
-                        }
-                        Some(_) => NON_EMPTY_GROUP,
-                    }
-                };
-                out.push((id.clone(), code));
-            }
-        }
-        for w in doomed {
-            let id = w.group.clone();
-            let result = self.write_group(w).await;
-            let mut groups = self.groups.lock();
-            match result {
-                Ok(()) => {
-                    if groups.get(&id).is_some_and(|g| g.is(GroupState::Dead)) {
-                        groups.remove(&id);
-                    }
-                }
-                Err(code) => {
-                    if let Some(g) = groups.get_mut(&id) {
-                        g.transition(GroupState::Empty, now);
-                    }
-                    for r in out.iter_mut().filter(|r| r.0 == id) {
-                        r.1 = code;
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    /// OffsetDelete: removes committed offsets of partitions the group does
-    /// not consume (GROUP_SUBSCRIBED_TO_TOPIC for those it does).
-    #[allow(clippy::type_complexity)]
-    pub async fn delete_offsets(
-        self: &Arc<Self>,
-        group_id: &str,
-        partitions: &[(String, i32)],
-    ) -> std::result::Result<Vec<(String, i32, i16)>, i16> {
-        check_group_id(group_id, true)?;
-        if self.stopped() {
-            return Err(COORDINATOR_NOT_AVAILABLE);
-        }
-        let mut out = Vec::with_capacity(partitions.len());
-        let mut tombstones = Vec::new();
-        {
-            let mut groups = self.groups.lock();
-            let g = match groups.get_mut(group_id) {
-                None => return Err(GROUP_ID_NOT_FOUND),
-                Some(g) if g.is(GroupState::Dead) => return Err(GROUP_ID_NOT_FOUND),
-                Some(g) => g,
-            };
-            let subscribed = match g.state {
-                GroupState::Empty => Some(Vec::new()),
-                _ if g.protocol_type.as_deref() == Some("consumer") => g.subscribed_topics(),
-                _ => return Err(NON_EMPTY_GROUP),
-            };
-            for (t, p) in partitions {
-                let code = if self.store.partition(t, *p).is_err() {
-                    UNKNOWN_TOPIC_OR_PARTITION
-                } else if subscribed.as_ref().is_none_or(|s| s.contains(t)) {
-                    GROUP_SUBSCRIBED_TO_TOPIC
-                } else {
-                    if g.offsets.remove(&(t.clone(), *p)).is_some() {
-                        tombstones.push(CoordinatorRecord::Offset {
-                            key: OffsetCommitKey {
-                                group: group_id.to_string(),
-                                topic: t.clone(),
-                                partition: *p,
-                            },
-                            value: None,
-                        });
-                    }
-                    NONE
-                };
-                out.push((t.clone(), *p, code));
-            }
-        }
-        if !tombstones.is_empty() {
-            let me = self.clone();
-            let group = group_id.to_string();
-            if let Err(e) = blocking(move || me.write_records(&group, tombstones, None)).await {
-                log("warn", "offset_delete_failed", &[("group", &group_id), ("error", &e)]);
-                for r in out.iter_mut().filter(|r| r.2 == NONE) {
-                    r.2 = COORDINATOR_NOT_AVAILABLE;
-                }
-            }
-        }
-        Ok(out)
-    }
-
-    /// Expires members and member ids, completes due joins and (every
-    /// `offsets.retention.check.interval.ms`) removes expired offsets and the
-    /// empty groups left without any. Returns the writes to make.
-    pub(crate) fn tick_at(&self, now: i64) -> Vec<PendingWrite> {
-        let mut writes = Vec::new();
-        let retention = now >= self.next_retention_check.load(Ordering::Relaxed);
-        if retention {
-            self.next_retention_check
-                .store(now.saturating_add(self.cfg.retention_check_interval_ms), Ordering::Relaxed);
-        }
-        let mut groups = self.groups.lock();
-        let mut gone = Vec::new();
-        for g in groups.values_mut() {
-            let mut ctx = self.ctx(now);
-            for id in rebalance::expire(g, &mut ctx) {
-                log("info", "group_member_expired", &[("group", &g.id), ("member", &id)]);
-            }
-            writes.extend(Self::group_writes(ctx.writes));
-            if !retention || g.is(GroupState::Dead) {
-                continue;
-            }
-            let expired = offsets::expired_offsets(g, now, self.cfg.retention_ms);
-            for tp in &expired {
-                g.offsets.remove(tp);
-            }
-            if g.is(GroupState::Empty)
-                && g.offsets.is_empty()
-                && g.members.is_empty()
-                && g.pending_members.is_empty()
-            {
-                gone.push(g.id.clone());
-                if g.generation_id == 0 && g.protocol_type.is_none() && expired.is_empty() {
-                    continue; // never written: nothing to delete in the log
-                }
-                g.transition(GroupState::Dead, now);
-                writes.push((
-                    g.id.clone(),
-                    Vec::new(),
-                    Some(GroupWrite {
-                        group: g.id.clone(),
-                        seq: self.seq.fetch_add(1, Ordering::Relaxed),
-                        value: None,
-                        offset_tombstones: expired,
-                    }),
-                ));
-            } else if !expired.is_empty() {
-                let records = expired
-                    .into_iter()
-                    .map(|(topic, partition)| CoordinatorRecord::Offset {
-                        key: OffsetCommitKey { group: g.id.clone(), topic, partition },
-                        value: None,
-                    })
-                    .collect();
-                writes.push((g.id.clone(), records, None));
-            }
-        }
-        for id in gone {
-            groups.remove(&id);
-        }
-        writes
     }
 
     /// Runs the coordinator's clock until `stop`; then answers every waiting
