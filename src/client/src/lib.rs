@@ -10,6 +10,7 @@
 //! (CRC-checked) by seglog-core, which also does their compression.
 
 pub mod admin;
+pub mod assignor;
 pub mod cluster;
 pub mod config;
 pub mod connection;
