@@ -1,6 +1,7 @@
 //! PyO3 bindings: conversions, GIL release and error mapping only. Everything
 //! that decides anything lives in the core modules.
 
+mod batch_items;
 mod broker;
 mod buffer;
 mod chunk;
