@@ -278,6 +278,23 @@ pub fn describe_groups(cluster: &Cluster, groups: &[String]) -> Vec<Result<Group
         .collect()
 }
 
+/// OffsetFetch's topics for `partitions`, each topic once with its partitions
+/// (what a group member and the admin calls both ask).
+pub(crate) fn offset_fetch_topics(partitions: &[(String, i32)]) -> Vec<OffsetFetchRequestTopic> {
+    let mut topics: Vec<OffsetFetchRequestTopic> = Vec::new();
+    for (topic, partition) in partitions {
+        match topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
+            Some(t) => t.partition_indexes.push(*partition),
+            None => topics.push(
+                OffsetFetchRequestTopic::default()
+                    .with_name(TopicName(StrBytes::from_string(topic.clone())))
+                    .with_partition_indexes(vec![*partition]),
+            ),
+        }
+    }
+    topics
+}
+
 /// The committed offsets of `group`: of `partitions`, or (None) of every
 /// partition it has committed. Partitions without a committed offset are absent.
 pub fn fetch_offsets(
@@ -285,21 +302,9 @@ pub fn fetch_offsets(
     group: &str,
     partitions: Option<&[(String, i32)]>,
 ) -> Result<GroupOffsets> {
-    let topics = partitions.map(|ps| {
-        let mut topics: Vec<OffsetFetchRequestTopic> = Vec::new();
-        for (topic, partition) in ps {
-            match topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
-                Some(t) => t.partition_indexes.push(*partition),
-                None => topics.push(
-                    OffsetFetchRequestTopic::default()
-                        .with_name(TopicName(StrBytes::from_string(topic.clone())))
-                        .with_partition_indexes(vec![*partition]),
-                ),
-            }
-        }
-        topics
-    });
-    let request = OffsetFetchRequest::default().with_group_id(group_id(group)).with_topics(topics);
+    let request = OffsetFetchRequest::default()
+        .with_group_id(group_id(group))
+        .with_topics(partitions.map(offset_fetch_topics));
     at_coordinator(cluster, group, "OffsetFetch", |node| {
         let answer = cluster.send(node, &request)?;
         if answer.error_code != errors::NONE {

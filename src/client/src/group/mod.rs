@@ -20,7 +20,6 @@ use kafka_protocol::messages::leave_group_request::MemberIdentity;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
-use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
     ApiKey, GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest,
@@ -34,6 +33,7 @@ use seglog_core::error::kafka_codes::{
 };
 use seglog_core::error::{Error, Result};
 
+use crate::admin::offset_fetch_topics;
 use crate::assignor::{assign, Subscriber, ASSIGNORS};
 use crate::cluster::Cluster;
 use crate::connection::Connection;
@@ -358,20 +358,7 @@ impl GroupMember {
     /// None); partitions without one are left out.
     pub fn committed(&self, partitions: Option<&[(String, i32)]>) -> Result<Vec<CommittedOffset>> {
         self.shared.check_open()?;
-        let topics = partitions.map(|ps| {
-            let mut topics: Vec<OffsetFetchRequestTopic> = Vec::new();
-            for (topic, partition) in ps {
-                match topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
-                    Some(t) => t.partition_indexes.push(*partition),
-                    None => topics.push(
-                        OffsetFetchRequestTopic::default()
-                            .with_name(TopicName(str_bytes(topic)))
-                            .with_partition_indexes(vec![*partition]),
-                    ),
-                }
-            }
-            topics
-        });
+        let topics = partitions.map(offset_fetch_topics);
         let group = &self.shared.config.group_id;
         let request =
             OffsetFetchRequest::default().with_group_id(GroupId(str_bytes(group))).with_topics(topics);
