@@ -9,9 +9,18 @@
 """
 
 from . import errors
+from ._admin import (
+    Admin,
+    BrokerServesStoreError,
+    GroupDescription,
+    GroupIdNotFoundError,
+    GroupListing,
+    GroupNotEmptyError,
+    MemberDescription,
+)
 from ._broker import Broker
-from ._consumer import Consumer, IllegalStateError, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
-from ._groups import CommitFailedError, GroupInUseError, GroupsThroughBrokerError
+from ._consumer import Consumer, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from ._groups import GroupInUseError, GroupsThroughBrokerError
 from ._native import (
     ConsumerRecord,
     FutureRecordMetadata,
@@ -24,8 +33,10 @@ from ._producer import Producer
 from ._store import PartitionDescription, RecordInput, Store, TopicDescription, open
 from .errors import (
     ClientClosedError,
+    CommitFailedError,
     CorruptFileError,
     CorruptRecordError,
+    IllegalStateError,
     InvalidConfigError,
     InvalidProducerEpochError,
     InvalidRecordError,
@@ -63,6 +74,13 @@ __all__ = [
     "IllegalStateError",
     "GroupInUseError",
     "GroupsThroughBrokerError",
+    "Admin",
+    "GroupListing",
+    "GroupDescription",
+    "MemberDescription",
+    "GroupNotEmptyError",
+    "GroupIdNotFoundError",
+    "BrokerServesStoreError",
     "CommitFailedError",
     "FutureRecordMetadata",
     "RecordMetadata",

@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import os
-import re
-import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import _broker, _groups
-from ._backends import LocalLog, RemoteLog
-from ._native import ConsumerRecord, RecordChunk, RecordIterator, RemoteClient
+from . import _broker, _groups, _native
+from ._native import ConsumerRecord
 from ._store import Store, open_for_client
-from .errors import (
-    ClientClosedError,
-    InvalidConfigError,
-    NoOffsetForPartitionError,
-    OffsetOutOfRangeError,
-    ReadOnlyStoreError,
-    SeglogError,
-    StoreLockedError,
-    UnknownTopicOrPartitionError,
-)
+from .errors import IllegalStateError, InvalidConfigError, ReadOnlyStoreError, StoreLockedError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -44,9 +33,7 @@ class OffsetAndTimestamp(NamedTuple):
     timestamp: int
 
 
-class IllegalStateError(SeglogError):
-    """The call does not fit the consumer's state (e.g. assign after subscribe)."""
-
+log = logging.getLogger(__name__)
 
 _DEFAULTS: dict[str, Any] = {
     "auto_offset_reset": "latest",
@@ -69,13 +56,6 @@ _DEFAULTS: dict[str, Any] = {
 }
 
 
-#: What a poll of `max_records` reads per record wanted (when that is below
-#: max_partition_fetch_bytes): a generous guess at a record's size, so that a
-#: poll of small records still gets about as many as it asked for.
-_BYTES_PER_POLLED_RECORD = 1024
-_FEW_RECORDS = 16
-
-
 def _offset(x: Any, what: str = "offset") -> int:
     """An offset argument: an int >= 0 (TypeError for other types, as documented)."""
     if not isinstance(x, int) or isinstance(x, bool):
@@ -83,6 +63,13 @@ def _offset(x: Any, what: str = "offset") -> int:
     if x < 0:
         raise ValueError(f"{what} must be >= 0, got {x}")
     return x
+
+
+def _timeout(x: Any) -> float:
+    """A timeout argument in milliseconds: a number (inf: no limit; <= 0: no wait)."""
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        raise TypeError(f"timeout_ms must be a number, got {type(x).__name__}")
+    return max(float(x), 0.0)
 
 
 def _tp(x: Any) -> TopicPartition:
@@ -174,9 +161,9 @@ class Consumer:
         self._config = c
         self._owns_store = False
         self._store: Store | None = None
-        self._group: _groups.StoreGroup | _groups.CoordinatedGroup | None = None
-        self._log: LocalLog | RemoteLog
-        servers: str | None = None
+        self._lock: _groups.GroupLock | None = None
+        coordinator: str | None = None
+        native_store = None
         if bootstrap_servers is not None:
             if not isinstance(bootstrap_servers, str):
                 raise TypeError(
@@ -188,63 +175,55 @@ class Consumer:
                     "store (or pass the store and no bootstrap_servers to read it in this process)"
                 )
             topics = ((store,) if isinstance(store, str) else ()) + topics
-            client = RemoteClient(bootstrap_servers, c["client_id"], c["request_timeout_ms"])
-            self._log = RemoteLog(client, c["fetch_max_wait_ms"])
-            servers = bootstrap_servers
+            coordinator = bootstrap_servers
         else:
             if store is None:
                 raise TypeError("Consumer needs a store (a seglog.Store or a path) or bootstrap_servers=")
             opened = self._open(store)
             self._store = opened
-            self._log = LocalLog(opened)
+            native_store = opened._native
             served = _broker.serving(opened.path) if group_id is not None else None
-            servers = served.bootstrap_servers if served is not None else None
+            coordinator = served.bootstrap_servers if served is not None else None
         self.group_id = group_id
-        self._closed = False
-        self._committed: dict[tuple[str, int], tuple[int, str]] = {}
         try:
-            if group_id is not None:
-                if servers is not None:
-                    # Through the coordinator (a broker in this process, over
-                    # loopback, when the store is local): the same group as network members.
-                    self._group = _groups.CoordinatedGroup(
-                        servers,
-                        group_id,
-                        [],
-                        instance_id=c["group_instance_id"],
-                        session_timeout_ms=c["session_timeout_ms"],
-                        rebalance_timeout_ms=c["max_poll_interval_ms"],
-                        heartbeat_interval_ms=c["heartbeat_interval_ms"],
-                        assignors=c["partition_assignment_strategy"],
-                        client_id=c["client_id"],
-                        timeout_ms=c["request_timeout_ms"],
+            if group_id is not None and coordinator is None:
+                assert self._store is not None
+                self._check_no_broker_elsewhere(self._store, group_id)
+                if c["enable_auto_commit"] and self._store.read_only:
+                    raise ReadOnlyStoreError(
+                        "a consumer group cannot commit offsets on a read-only store: pass "
+                        "enable_auto_commit=False, or consume in the process that writes the store"
                     )
-                else:
-                    assert self._store is not None
-                    self._check_no_broker_elsewhere(self._store, group_id)
-                    if c["enable_auto_commit"] and self._store.read_only:
-                        raise ReadOnlyStoreError(
-                            "a consumer group cannot commit offsets on a read-only store: pass "
-                            "enable_auto_commit=False, or consume in the process that writes the store"
-                        )
-                    self._group = _groups.StoreGroup(self._store, group_id)
-                self._committed = self._group.committed()
+                # On a store with no broker a group has one member at a time.
+                self._lock = _groups.GroupLock(str(self._store.path), group_id)
+            self._native = _native.Consumer(
+                native_store,
+                bootstrap_servers,
+                group_id,
+                coordinator if group_id is not None else None,
+                auto_offset_reset=c["auto_offset_reset"],
+                enable_auto_commit=c["enable_auto_commit"],
+                auto_commit_interval_ms=c["auto_commit_interval_ms"],
+                max_partition_fetch_bytes=c["max_partition_fetch_bytes"],
+                metadata_max_age_ms=c["metadata_max_age_ms"],
+                fetch_max_wait_ms=c["fetch_max_wait_ms"],
+                group_instance_id=c["group_instance_id"],
+                session_timeout_ms=c["session_timeout_ms"],
+                heartbeat_interval_ms=c["heartbeat_interval_ms"],
+                max_poll_interval_ms=c["max_poll_interval_ms"],
+                partition_assignment_strategy=c["partition_assignment_strategy"],
+                client_id=c["client_id"],
+                request_timeout_ms=c["request_timeout_ms"],
+            )
         except BaseException:
             self._release()
             raise
-        self._subscription: set[str] | None = None
-        self._pattern: re.Pattern[str] | None = None
-        self._assignment: list[TopicPartition] = []
-        # The same, each partition keyed by itself: a (topic, partition) pair
-        # finds it without a TopicPartition being made.
-        self._assigned: dict[TopicPartition, TopicPartition] = {}
-        self._manual = False
-        self._positions: dict[TopicPartition, int] = {}
-        # Records fetched, per partition, with a cursor past those returned.
-        self._pending: dict[TopicPartition, RecordChunk] = {}
-        self._metadata_checked = 0.0
-        self._last_commit = time.monotonic()
-        self._next_partition = 0
+        if self._native.skipped_offset_records:
+            log.warning(
+                "skipped %d unreadable records of %s",
+                self._native.skipped_offset_records,
+                _groups.OFFSETS_TOPIC,
+            )
         if topics:
             self.subscribe(topics)
 
@@ -276,476 +255,164 @@ class Consumer:
         )
 
     def _release(self) -> None:
-        if self._group is not None:
-            self._group.close()
-            self._group = None
-        self._log.close()
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
         if self._owns_store and self._store is not None:
             self._store.close()
             self._owns_store = False
 
     # -- subscription and assignment ---------------------------------------------
 
-    def _check(self) -> None:
-        if self._closed:
-            raise ClientClosedError("consumer is closed")
-
     def subscribe(self, topics: Iterable[str] = (), pattern: str | None = None) -> None:
-        """Subscribe to topics by name, or to every topic matching ``pattern``
-        (a regular expression); all their partitions are assigned to this member."""
-        self._check()
-        if self._manual:
-            raise IllegalStateError("subscribe() after assign(): use one or the other")
+        """Subscribe to topics by name, or to every topic whose whole name matches
+        ``pattern`` (a regular expression in RE2's syntax, as Kafka's consumer
+        protocol takes; internal topics never match); all their partitions are
+        assigned to this member."""
         if isinstance(topics, str):
             topics = [topics]
         names = list(topics)
         if not all(isinstance(t, str) for t in names):
             raise TypeError("topics must be str")
-        if pattern is None and not names:
-            raise ValueError("subscribe() needs topics or a pattern")
-        self._subscription = set(names)
-        self._pattern = re.compile(pattern) if pattern is not None else None
-        self._refresh_assignment(force=True, join=False)
+        if pattern is not None and not isinstance(pattern, str):
+            raise TypeError(f"pattern must be a str, got {type(pattern).__name__}")
+        self._native.subscribe(names, pattern)
 
     def subscription(self) -> set[str] | None:
-        return set(self._subscription) if self._subscription is not None else None
+        names = self._native.subscription()
+        return None if names is None else set(names)
 
     def unsubscribe(self) -> None:
         """Drop the subscription or the manual assignment."""
-        self._check()
-        self._subscription, self._pattern = None, None
-        self._manual = False
-        self._set_assignment([])
+        self._native.unsubscribe()
 
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
         """Consume exactly these partitions (no group membership changes)."""
-        self._check()
-        if self._subscription is not None:
-            raise IllegalStateError("assign() after subscribe(): use one or the other")
-        tps = [_tp(p) for p in partitions]
-        for tp in tps:
-            if not 0 <= tp.partition < self._log.partition_count(tp.topic):
-                raise UnknownTopicOrPartitionError(f"topic {tp.topic!r} has no partition {tp.partition}")
-        self._manual = True
-        self._set_assignment(tps)
+        self._native.assign([_tp(p) for p in partitions])
 
     def assignment(self) -> set[TopicPartition]:
         """The partitions assigned. A member of a group through a broker gets them
         when it joins, in :meth:`poll` (as in Kafka): empty until then."""
-        self._check()
-        self._refresh_assignment(join=False)
-        return set(self._assignment)
-
-    def _set_assignment(self, tps: list[TopicPartition]) -> None:
-        self._assigned = {tp: tp for tp in tps}
-        self._assignment = list(self._assigned)
-        for tp in list(self._positions):
-            if tp not in self._assigned:
-                del self._positions[tp]
-                self._drop_pending(tp)
-
-    def _refresh_assignment(self, force: bool = False, join: bool = True) -> None:
-        if self._subscription is None:
-            return
-        group = self._group
-        coordinated = isinstance(group, _groups.CoordinatedGroup)
-        now = time.monotonic()
-        if force or now - self._metadata_checked >= self._config["metadata_max_age_ms"] / 1000:
-            self._metadata_checked = now
-            if coordinated:
-                assert isinstance(group, _groups.CoordinatedGroup)
-                # The subscription is names (a pattern is matched here, as Kafka's
-                # consumers do); a change rejoins.
-                names = set(self._subscription)
-                if self._pattern is not None:
-                    names.update(self._wanted_topics())
-                group.member.subscribe(sorted(names))
-            else:
-                self._assign_all()
-        if coordinated and join:
-            assert isinstance(group, _groups.CoordinatedGroup)
-            self._follow_group(group)
-
-    def _wanted_topics(self) -> list[str]:
-        assert self._subscription is not None
-        return [
-            t
-            for t in self._log.topics()
-            if t in self._subscription
-            or (t != _groups.OFFSETS_TOPIC and self._pattern and self._pattern.fullmatch(t))
-        ]
-
-    def _follow_group(self, group: _groups.CoordinatedGroup) -> None:
-        """Rejoin when the group rebalances (committing first with
-        enable_auto_commit, as Kafka's consumers do), and take the assignment."""
-        member = group.member
-        if member.needs_rejoin and self._config["enable_auto_commit"] and member.generation >= 0:
-            try:
-                self.commit()
-            except _groups.CommitFailedError:
-                pass  # the group moved on already: the new owner starts from the last commit
-        _, partitions, changed = member.poll_assignment()
-        if not changed:
-            return
-        before = set(self._assignment)
-        tps = [TopicPartition(t, p) for t, p in partitions]
-        new = [tp for tp in tps if tp not in before]
-        if new:
-            # Another member may have committed them since this one last had them.
-            fresh = group.committed([(tp.topic, tp.partition) for tp in new])
-            for tp in new:
-                key = (tp.topic, tp.partition)
-                if key in fresh:
-                    self._committed[key] = fresh[key]
-                else:
-                    self._committed.pop(key, None)
-        self._set_assignment(tps)
-
-    def _assign_all(self) -> None:
-        assert self._subscription is not None
-        wanted = self._wanted_topics()
-        tps = [TopicPartition(t, p) for t in wanted for p in range(self._log.partition_count(t))]
-        if tps != self._assignment:
-            self._set_assignment(tps)
+        return {TopicPartition(t, p) for t, p in self._native.assignment()}
 
     # -- positions ----------------------------------------------------------------
 
-    def _reset(self, tp: TopicPartition, strategy: str | None = None) -> int:
-        strategy = strategy or self._config["auto_offset_reset"]
-        start, end = self._log.offsets(tp.topic, tp.partition)
-        if strategy == "earliest":
-            return start
-        if strategy == "latest":
-            return end
-        raise NoOffsetForPartitionError(
-            f"no committed offset for {tp.topic}-{tp.partition} and auto_offset_reset='none'"
-        )
-
-    def _position(self, tp: TopicPartition) -> int:
-        pos = self._positions.get(tp)
-        if pos is None:
-            committed = self._committed.get((tp.topic, tp.partition))
-            pos = committed[0] if committed is not None else self._reset(tp)
-            self._positions[tp] = pos
-        return pos
-
-    def _assigned_tp(self, partition: Any) -> TopicPartition:
-        """The assigned partition that ``partition`` (a TopicPartition or a
-        ``(topic, partition)`` pair) names; IllegalStateError if not assigned."""
-        kind = type(partition)
-        if kind is TopicPartition or (
-            kind is tuple and len(partition) == 2 and type(partition[0]) is str and type(partition[1]) is int
-        ):
-            tp = self._assigned.get(partition)
-            if tp is not None:
-                return tp
-        tp = _tp(partition)
-        if tp not in self._assigned:
-            raise IllegalStateError(f"{tp.topic}-{tp.partition} is not assigned to this consumer")
-        return tp
-
     def position(self, partition: TopicPartition | tuple[str, int]) -> int:
         """The offset of the next record this consumer will return."""
-        self._check()
-        tp = self._assigned_tp(partition)
-        pending = self._pending.get(tp)
-        if pending is not None:
-            pos = pending.position()
-            if pos is not None:
-                return pos
-        return self._position(tp)
+        tp = _tp(partition)
+        return self._native.position(tp.topic, tp.partition)
 
     def seek(self, partition: TopicPartition | tuple[str, int], offset: int) -> None:
-        if self._closed:
-            self._check()
-        if self._subscription is not None:
-            self._refresh_assignment(join=False)
-        tp = self._assigned_tp(partition)
-        if type(offset) is not int or offset < 0:
-            _offset(offset)  # raises the error for what it is
-        if tp in self._pending:
-            self._drop_pending(tp)
-        self._positions[tp] = offset
+        """Make ``offset`` the partition's next record (the next poll reads from it)."""
+        tp = _tp(partition)
+        self._native.seek(tp.topic, tp.partition, _offset(offset))
 
     def seek_to_beginning(self, *partitions: TopicPartition | tuple[str, int]) -> None:
-        self._check()
-        for tp in [_tp(p) for p in partitions] or self.assignment():
-            self.seek(tp, self._reset(tp, "earliest"))
+        """Seek to the log start of the partitions (every assigned one, if none given)."""
+        self._native.seek_to([_tp(p) for p in partitions], "earliest")
 
     def seek_to_end(self, *partitions: TopicPartition | tuple[str, int]) -> None:
-        self._check()
-        for tp in [_tp(p) for p in partitions] or self.assignment():
-            self.seek(tp, self._reset(tp, "latest"))
+        """Seek to the end of the partitions' logs (every assigned one, if none given)."""
+        self._native.seek_to([_tp(p) for p in partitions], "latest")
 
     def beginning_offsets(
         self, partitions: Iterable[TopicPartition | tuple[str, int]]
     ) -> dict[TopicPartition, int]:
-        self._check()
-        return {tp: self._log.offsets(tp.topic, tp.partition)[0] for tp in map(_tp, partitions)}
+        tps = [_tp(p) for p in partitions]
+        return {tp: start for tp, (start, _) in zip(tps, self._native.offsets(tps), strict=True)}
 
     def end_offsets(
         self, partitions: Iterable[TopicPartition | tuple[str, int]]
     ) -> dict[TopicPartition, int]:
-        self._check()
-        return {tp: self._log.offsets(tp.topic, tp.partition)[1] for tp in map(_tp, partitions)}
+        tps = [_tp(p) for p in partitions]
+        return {tp: end for tp, (_, end) in zip(tps, self._native.offsets(tps), strict=True)}
 
     def offsets_for_times(
         self, timestamps: dict[TopicPartition, int] | dict[tuple[str, int], int]
     ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         """The earliest offset per partition whose timestamp is >= the given one (ms)."""
-        self._check()
-        out: dict[TopicPartition, OffsetAndTimestamp | None] = {}
-        for key, ts in timestamps.items():
-            tp = _tp(key)
-            _offset(ts, "timestamps (ms)")
-            r = self._log.offset_for_time(tp.topic, tp.partition, ts)
-            out[tp] = None if r is None else OffsetAndTimestamp(*r)
-        return out
+        asked = [(_tp(k), _offset(ts, "timestamps (ms)")) for k, ts in timestamps.items()]
+        found = self._native.offsets_for_times(asked)
+        return {
+            tp: None if r is None else OffsetAndTimestamp(*r) for (tp, _), r in zip(asked, found, strict=True)
+        }
 
     # -- fetching -----------------------------------------------------------------
-
-    def _drop_pending(self, tp: TopicPartition) -> None:
-        """Forget the partition's fetched records, also for an iterator handing them out."""
-        chunk = self._pending.pop(tp, None)
-        if chunk is not None:
-            chunk.clear()
-
-    def _chunk(self, tp: TopicPartition, limit: int | None = None) -> RecordChunk | None:
-        """The partition's fetched-but-unreturned records (fetching if none, at
-        most `limit` of them), a chunk whose cursor moves as they are returned.
-        The one owner of them."""
-        pending = self._pending.get(tp)
-        if pending is not None:
-            if len(pending):
-                return pending
-            del self._pending[tp]
-        pos = self._position(tp)
-        fetch = self._config["max_partition_fetch_bytes"]
-        if limit is not None:
-            # A poll for a few records (a seek and a lookup) reads about their
-            # worth of log, not a whole fetch: copying 1 MiB out of the page
-            # cache to hand out one record would be 95 % of such a poll. Always at
-            # least one batch, as with any fetch size. Only for a few records
-            # is the rest of what was read left unparsed: the records of a
-            # larger read stay pending for the next polls, or each poll would
-            # read the same bytes again.
-            fetch = min(fetch, limit * _BYTES_PER_POLLED_RECORD)
-            if limit > _FEW_RECORDS:
-                limit = None
-        read = self._log.read_next
-        try:
-            records, next_offset = read(tp.topic, tp.partition, pos, fetch, limit)
-            # A compacted log may hold batches the cleaner emptied: step past them.
-            while not len(records) and next_offset > pos:
-                pos = self._positions[tp] = next_offset
-                records, next_offset = read(tp.topic, tp.partition, pos, fetch, limit)
-        except OffsetOutOfRangeError:
-            if self._config["auto_offset_reset"] == "none":
-                raise
-            # Kafka: an out-of-range position (e.g. deleted by retention) is reset.
-            self._positions[tp] = self._reset(tp)
-            return None
-        if not len(records):
-            return None
-        self._positions[tp] = next_offset
-        self._pending[tp] = records
-        return records
-
-    def _take(self, tp: TopicPartition, limit: int) -> list[ConsumerRecord]:
-        chunk = self._chunk(tp, limit)
-        if chunk is None:
-            return []
-        records = chunk.take(limit)
-        if not len(chunk):
-            del self._pending[tp]
-        return records
-
-    def _fetch_any(self, limit: int) -> dict[TopicPartition, list[ConsumerRecord]]:
-        if self._subscription is not None:
-            self._refresh_assignment()
-        out: dict[TopicPartition, list[ConsumerRecord]] = {}
-        n = len(self._assignment)
-        for k in range(n):
-            if limit <= 0:
-                break
-            # Rotate the starting partition so that none starves the others.
-            tp = self._assignment[(self._next_partition + k) % n]
-            records = self._take(tp, limit)
-            if records:
-                out[tp] = records
-                limit -= len(records)
-        if n:
-            self._next_partition = (self._next_partition + 1) % n
-        return out
-
-    def _wait(self, timeout_s: float) -> None:
-        if timeout_s <= 0 or not self._assignment:
-            if timeout_s > 0:
-                time.sleep(min(timeout_s, 0.1))
-            return
-        requests = [(tp.topic, tp.partition, self._position(tp)) for tp in self._assignment]
-        self._log.wait_for_data(requests, min(timeout_s, 1.0))
 
     def poll(
         self, timeout_ms: float = 0, max_records: int | None = None
     ) -> dict[TopicPartition, list[ConsumerRecord]]:
         """Records from the assigned partitions, at most ``max_records`` (default
         ``max_poll_records``). With nothing to return, waits up to ``timeout_ms``
-        for data to land, without spinning."""
-        if self._closed:  # self._check(), inline on this hot path
-            self._check()
+        for data to land, without spinning. Through a broker, one Fetch per
+        broker reads every assigned partition it leads."""
         limit = self._config["max_poll_records"] if max_records is None else max_records
         if type(limit) is not int or limit <= 0:
             if _offset(limit, "max_records") == 0:
                 raise ValueError("max_records must be positive")
-        if self.group_id is not None:
-            self._maybe_auto_commit()
-        out = self._fetch_any(limit)
-        if out or timeout_ms <= 0:
-            return out
-        deadline = time.monotonic() + timeout_ms / 1000
-        while (left := deadline - time.monotonic()) > 0:
-            self._wait(left)
-            out = self._fetch_any(limit)
-            if out:
-                break
-        return out
+        polled = self._native.poll(limit, _timeout(timeout_ms))
+        return {TopicPartition(t, p): records for (t, p), records in polled}
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
-        # Records are handed out by a native iterator from the fetched chunk;
-        # this class's bookkeeping runs once per chunk, in _next_chunk. Each
-        # record counts as consumed when handed out, so that if the caller stops
-        # early, position() and commit() are exact; a seek() meanwhile drops the
-        # chunk, and iteration follows it at once.
-        return RecordIterator(self._next_chunk)
-
-    def _next_chunk(self) -> RecordChunk | None:
-        """The next partition's chunk to iterate (in turn), waiting up to
-        ``consumer_timeout_ms`` for one; None ends the iteration."""
-        self._check()
-        self._maybe_auto_commit()
-        self._refresh_assignment()
-        # Every assigned partition gets its position now (as Kafka's poll sets
-        # them all), so that a commit after an early stop covers those whose
-        # records were not reached yet, not only the one being iterated.
-        for tp in self._assignment:
-            self._position(tp)
-        deadline = time.monotonic() + self._config["consumer_timeout_ms"] / 1000
-        while True:
-            n = len(self._assignment)
-            for k in range(n):
-                i = (self._next_partition + k) % n
-                chunk = self._chunk(self._assignment[i])
-                if chunk is not None:
-                    # Rotate the starting partition so that none starves the others.
-                    self._next_partition = (i + 1) % n
-                    return chunk
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            self._wait(left)
+        # Records are handed out one at a time by a native iterator from the
+        # chunk they were decoded into; each counts as consumed when handed out,
+        # so that if the caller stops early, position() and commit() are exact.
+        # Waits up to consumer_timeout_ms for more.
+        return self._native.records(float(self._config["consumer_timeout_ms"]))
 
     def poll_arrow(self, max_records: int = 100_000, timeout_ms: float = 0) -> pa.RecordBatch:
         """Records as one ``pyarrow.RecordBatch`` with the columns of Spark's Kafka
         source: key, value, topic, partition, offset, timestamp, timestampType,
         headers. Decoded in Rust straight into Arrow buffers."""
-        self._check()
         if _offset(max_records, "max_records") == 0:
             raise ValueError("max_records must be positive")
-        self._maybe_auto_commit()
-        deadline = time.monotonic() + max(timeout_ms, 0) / 1000
-        while True:
-            self._refresh_assignment()
-            for tp in list(self._pending):  # hand back what iteration/poll left pending
-                self._positions[tp] = self.position(tp)
-                self._drop_pending(tp)
-            requests = [(tp.topic, tp.partition, self._position(tp)) for tp in self._assignment]
-            try:
-                batch, nexts = self._log.read_arrow(requests, max_records, 1 << 20)
-            except OffsetOutOfRangeError:
-                if self._config["auto_offset_reset"] == "none":
-                    raise
-                for tp in self._assignment:
-                    start, end = self._log.offsets(tp.topic, tp.partition)
-                    if not start <= self._position(tp) <= end:
-                        self._positions[tp] = self._reset(tp)
-                continue
-            for tp, n in zip(self._assignment, nexts, strict=True):
-                if n is not None:
-                    self._positions[tp] = n
-            left = deadline - time.monotonic()
-            if batch.num_rows or left <= 0:
-                return batch
-            self._wait(left)
+        from ._arrow import columns_to_batch
+
+        return columns_to_batch(self._native.poll_columns(max_records, _timeout(timeout_ms)))
 
     # -- commits ------------------------------------------------------------------
-
-    def _need_group(self) -> _groups.StoreGroup | _groups.CoordinatedGroup:
-        if self._group is None:
-            raise IllegalStateError("commit needs a group_id")
-        return self._group
 
     def commit(self, offsets: dict[Any, OffsetAndMetadata | int] | None = None) -> None:
         """Commit ``offsets`` ({(topic, partition): offset}), or every assigned
         partition's current position. Durable when this returns. Through a broker
         the commit carries the member's generation: after a rebalance the
         coordinator refuses it (CommitFailedError) and the next poll rejoins."""
-        self._check()
-        group = self._need_group()
         if offsets is None:
-            todo = {
-                (tp.topic, tp.partition): (self.position(tp), "")
-                for tp in self._assignment
-                if tp in self._positions or tp in self._pending
-            }
-        else:
-            if not isinstance(offsets, dict):
-                raise TypeError(
-                    f"offsets must be a dict of (topic, partition) -> offset, got {type(offsets).__name__}"
-                )
-            todo = {}
-            for k, v in offsets.items():
-                tp = _tp(k)
-                om = v if isinstance(v, OffsetAndMetadata) else OffsetAndMetadata(v)
-                todo[(tp.topic, tp.partition)] = (_offset(om.offset), om.metadata)
-        group.commit(todo)
-        self._committed.update(todo)
-        self._last_commit = time.monotonic()
+            self._native.commit(None)
+            return
+        if not isinstance(offsets, dict):
+            raise TypeError(
+                f"offsets must be a dict of (topic, partition) -> offset, got {type(offsets).__name__}"
+            )
+        todo = []
+        for k, v in offsets.items():
+            tp = _tp(k)
+            om = v if isinstance(v, OffsetAndMetadata) else OffsetAndMetadata(v)
+            todo.append((tp.topic, tp.partition, _offset(om.offset), om.metadata))
+        self._native.commit(todo)
 
     def committed(self, partition: TopicPartition | tuple[str, int]) -> int | None:
         """The group's last committed offset for a partition, or None."""
-        self._check()
-        group = self._need_group()
         tp = _tp(partition)
-        if group.coordinated:  # other members commit too: ask the coordinator
-            fresh = group.committed([(tp.topic, tp.partition)])
-            c = fresh.get((tp.topic, tp.partition))
-        else:
-            c = self._committed.get((tp.topic, tp.partition))
+        c = self._native.committed(tp.topic, tp.partition)
         return None if c is None else c[0]
-
-    def _maybe_auto_commit(self) -> None:
-        if self.group_id is None or not self._config["enable_auto_commit"]:
-            return
-        if time.monotonic() - self._last_commit >= self._config["auto_commit_interval_ms"] / 1000:
-            self.commit()
 
     # -- lifecycle ----------------------------------------------------------------
 
     def close(self, autocommit: bool = True) -> None:
-        """Commit positions (with enable_auto_commit), release the group, stop."""
-        if self._closed:
+        """Commit positions (with enable_auto_commit), leave the group, stop."""
+        if self._native.closed:
             return
         try:
-            if autocommit and self.group_id is not None and self._config["enable_auto_commit"]:
-                self.commit()
+            problem = self._native.close(autocommit)
+            if problem is not None:
+                log.warning("leaving group %r: %s", self.group_id, problem)
         finally:
-            self._closed = True
             self._release()
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return bool(self._native.closed)
 
     def __enter__(self) -> Consumer:
         return self

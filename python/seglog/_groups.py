@@ -1,9 +1,7 @@
 """Consumer-group offsets in the internal topic ``__consumer_offsets`` (the
-codec, in Kafka's record formats, is the native core's), and a Consumer's two
-kinds of membership: :class:`StoreGroup`, the lock that keeps a group to one
-member at a time on an embedded store with no broker, and
-:class:`CoordinatedGroup`, a member through a broker's group coordinator
-(shared with network consumers, Kafka's or seglog's)."""
+codec, in Kafka's record formats, is the native core's), and :class:`GroupLock`,
+which keeps a group to one member at a time on an embedded store with no broker
+(through a broker, the group coordinator keeps its members)."""
 
 from __future__ import annotations
 
@@ -13,10 +11,10 @@ import hashlib
 import logging
 import os
 import threading
-from typing import IO, Any
+from typing import IO
 
 from . import _native
-from .errors import KafkaError, ReadOnlyStoreError, SeglogError
+from .errors import SeglogError
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -30,12 +28,6 @@ class GroupInUseError(SeglogError):
 class GroupsThroughBrokerError(GroupInUseError):
     """A broker in another process serves the store: its group coordinator is where
     members join (``bootstrap_servers=`` on ``seglog.Consumer``, or a Kafka client)."""
-
-
-class CommitFailedError(KafkaError):
-    """The coordinator refused a commit because the group rebalanced since this
-    member joined (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS):
-    the partitions may be another member's now. The next poll rejoins."""
 
 
 def load_committed(store: _native.Store, group: str) -> dict[tuple[str, int], tuple[int, str]]:
@@ -134,106 +126,3 @@ def _forget_parent_members() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_parent_members)
-
-
-Offsets = dict[tuple[str, int], tuple[int, str]]
-
-
-class StoreGroup:
-    """A group on a store with no broker: one member at a time (a lock file), its
-    offsets read from and appended to the store's ``__consumer_offsets``."""
-
-    coordinated = False
-
-    def __init__(self, store: Any, group: str) -> None:
-        self._store = store
-        self.group = group
-        self._lock = GroupLock(str(store.path), group)
-        try:
-            self._committed = load_committed(store._native, group)
-        except BaseException:
-            self._lock.release()
-            raise
-
-    def committed(self, partitions: list[tuple[str, int]] | None = None) -> Offsets:
-        if partitions is None:
-            return dict(self._committed)
-        return {tp: self._committed[tp] for tp in partitions if tp in self._committed}
-
-    def commit(self, offsets: Offsets) -> None:
-        if self._store.read_only:
-            raise ReadOnlyStoreError("commit: this consumer's store is read-only")
-        commit(self._store._native, self.group, offsets)
-        self._committed.update(offsets)
-
-    def close(self, leave: bool = True) -> None:
-        self._lock.release()
-
-
-# Codes with which a coordinator refuses a commit of a generation left behind.
-_MOVED_ON = {22: "ILLEGAL_GENERATION", 25: "UNKNOWN_MEMBER_ID", 27: "REBALANCE_IN_PROGRESS"}
-
-
-class CoordinatedGroup:
-    """A member through a broker's group coordinator (Kafka's classic protocol:
-    assignments by the leader's assignor, heartbeats from a native thread)."""
-
-    coordinated = True
-
-    def __init__(
-        self,
-        bootstrap_servers: str,
-        group: str,
-        topics: list[str],
-        *,
-        instance_id: str | None,
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int,
-        heartbeat_interval_ms: int,
-        assignors: list[str],
-        client_id: str,
-        timeout_ms: int,
-    ) -> None:
-        self.group = group
-        self.instance_id = instance_id
-        self.member = _native.GroupMember(
-            bootstrap_servers,
-            group,
-            topics,
-            instance_id,
-            session_timeout_ms,
-            rebalance_timeout_ms,
-            heartbeat_interval_ms,
-            assignors,
-            client_id,
-            timeout_ms,
-        )
-
-    def committed(self, partitions: list[tuple[str, int]] | None = None) -> Offsets:
-        return self.member.committed(partitions)
-
-    def commit(self, offsets: Offsets) -> None:
-        try:
-            self.member.commit([(t, p, o, m) for (t, p), (o, m) in offsets.items()])
-        except KafkaError as e:
-            code = getattr(e, "code", None)
-            if code in _MOVED_ON:
-                err = CommitFailedError(
-                    f"commit of group {self.group!r} failed: {_MOVED_ON[code]}: the group rebalanced "
-                    f"since this member joined; its partitions may be another member's now ({e})"
-                )
-                err.code = code
-                raise err from e
-            raise
-
-    def close(self, leave: bool = True) -> None:
-        """Leave the group (a static member only stops heart-beating, as Kafka's
-        consumers do, so that a restart within its session keeps its partitions)."""
-        if leave and self.instance_id is None:
-            try:
-                self.member.leave()
-            except (SeglogError, OSError) as e:
-                log.warning("leaving group %r: %s", self.group, e)
-                self.member.close()
-        else:
-            self.member.close()

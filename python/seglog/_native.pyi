@@ -1,12 +1,14 @@
 """Type stubs for the Rust extension module. Use the ``seglog`` package, not this."""
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from os import PathLike
 from typing import Any, Literal, Self, final
 
 from typing_extensions import disjoint_base
 
 __all__ = [
+    "Consumer",
+    "ConsumerIterator",
     "BROKER_KEYS",
     "Broker",
     "ByteBuffer",
@@ -18,8 +20,6 @@ __all__ = [
     "LogStop",
     "LogWalk",
     "Producer",
-    "RecordChunk",
-    "RecordIterator",
     "RecordMetadata",
     "RemoteClient",
     "SegmentScan",
@@ -60,26 +60,69 @@ class ConsumerRecord:
         """A tuple of (key: str, value: bytes | None) pairs."""
 
 @final
-class RecordChunk:
-    """Records of one partition with a cursor: those before it were handed out."""
+class Consumer:
+    """The consumer engine behind seglog.Consumer: subscription, assignment,
+    positions and resets, fetching (one Fetch per broker through a cluster),
+    commits and auto-commit. Calls release the GIL."""
 
-    def __new__(cls, records: list[ConsumerRecord]) -> RecordChunk: ...
-    def __len__(self) -> int:
-        """How many records are still pending."""
-    def position(self) -> int | None:
-        """The offset of the next pending record, or None when all are handed out."""
-    def take(self, limit: int) -> list[ConsumerRecord]:
-        """Up to `limit` pending records, now handed out."""
-    def clear(self) -> None:
-        """Drops the pending records (a seek moved the position elsewhere)."""
+    def __new__(
+        cls,
+        store: Store | None,
+        bootstrap_servers: str | None,
+        group_id: str | None,
+        coordinator: str | None,
+        *,
+        auto_offset_reset: str,
+        enable_auto_commit: bool,
+        auto_commit_interval_ms: int,
+        max_partition_fetch_bytes: int,
+        metadata_max_age_ms: int,
+        fetch_max_wait_ms: int,
+        group_instance_id: str | None,
+        session_timeout_ms: int,
+        heartbeat_interval_ms: int,
+        max_poll_interval_ms: int,
+        partition_assignment_strategy: list[str],
+        client_id: str,
+        request_timeout_ms: int,
+    ) -> Consumer: ...
+    @property
+    def skipped_offset_records(self) -> int:
+        """Records of __consumer_offsets that could not be parsed when the group's
+        offsets were loaded from a store."""
+    @property
+    def generation(self) -> int | None:
+        """The group generation joined last (-1 before; None if not through a broker)."""
+    @property
+    def closed(self) -> bool: ...
+    def subscribe(self, topics: list[str], pattern: str | None = None) -> None: ...
+    def subscription(self) -> list[str] | None: ...
+    def unsubscribe(self) -> None: ...
+    def assign(self, partitions: Sequence[tuple[str, int]]) -> None: ...
+    def assignment(self) -> list[tuple[str, int]]: ...
+    def position(self, topic: str, partition: int) -> int: ...
+    def seek(self, topic: str, partition: int, offset: int) -> None: ...
+    def seek_to(self, partitions: Sequence[tuple[str, int]], to: str) -> None:
+        """To "earliest" or "latest"; every assigned partition for an empty list."""
+    def offsets(self, partitions: Sequence[tuple[str, int]]) -> list[tuple[int, int]]:
+        """(log start offset, high watermark) of each partition."""
+    def offsets_for_times(
+        self, times: Sequence[tuple[tuple[str, int], int]]
+    ) -> list[tuple[int, int] | None]: ...
+    def poll(
+        self, max_records: int, timeout_ms: float
+    ) -> list[tuple[tuple[str, int], list[ConsumerRecord]]]: ...
+    def records(self, timeout_ms: float) -> ConsumerIterator:
+        """Records one at a time, waiting up to `timeout_ms` (inf: forever) for more."""
+    def poll_columns(self, max_records: int, timeout_ms: float) -> dict[str, Any]: ...
+    def commit(self, offsets: list[tuple[str, int, int, str]] | None = None) -> None: ...
+    def committed(self, topic: str, partition: int) -> tuple[int, str] | None: ...
+    def close(self, autocommit: bool) -> str | None:
+        """Commits (with auto-commit), leaves the group, stops; why leaving failed, if it did."""
 
 @final
-class RecordIterator:
-    """Iterates records chunk by chunk: `refill()` returns the next RecordChunk,
-    or None to stop."""
-
-    def __new__(cls, refill: Callable[[], RecordChunk | None]) -> RecordIterator: ...
-    def __iter__(self) -> RecordIterator: ...
+class ConsumerIterator:
+    def __iter__(self) -> ConsumerIterator: ...
     def __next__(self) -> ConsumerRecord: ...
 
 @final
@@ -150,15 +193,6 @@ class Store:
         """As `read`, plus the offset after the last batch read (which may hold no
         records: a compacted log can end a segment with an empty batch), so that
         a consumer can move past it. At the log end: ([], offset)."""
-    def read_chunk(
-        self,
-        topic: str,
-        partition: int,
-        offset: int,
-        max_bytes: int = 1048576,
-        max_records: int | None = None,
-    ) -> tuple[RecordChunk, int]:
-        """As `read_next`, the records as a RecordChunk (what a Consumer iterates)."""
     def read_raw(self, topic: str, partition: int, offset: int, max_bytes: int = 1048576) -> bytes:
         """The raw batches `read` would decode, as bytes."""
     def file_range(
@@ -170,9 +204,6 @@ class Store:
         """(offset, timestamp) of the first record with timestamp >= `timestamp`."""
     def offsets(self, topic: str, partition: int) -> tuple[int, int]:
         """(log start offset, log end offset) of a partition."""
-    def wait_for_data(self, partitions: list[tuple[str, int, int]], timeout: float) -> bool:
-        """Waits up to `timeout` seconds until any of `partitions` ((topic, partition,
-        position) triples) has data at or past its position. Returns whether one has."""
     def read_columns(
         self, requests: list[tuple[str, int, int]], max_records: int, max_bytes: int = 1048576
     ) -> tuple[dict[str, Any], list[int | None]]:
@@ -479,13 +510,16 @@ class FutureRecordMetadata:
 class Producer:
     def __new__(
         cls,
-        store: Store,
+        store: Store | None = None,
         batch_size: int = 16384,
         linger_ms: float = 5.0,
         compression_type: str = "none",
         acks: str = "1",
         buffer_memory: int = 33554432,
         max_block_ms: float = 60000.0,
+        bootstrap_servers: str | None = None,
+        client_id: str = "seglog",
+        request_timeout_ms: int = 30000,
     ) -> Self: ...
     def send(
         self,

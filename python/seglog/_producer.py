@@ -1,4 +1,4 @@
-"""The Producer: Kafka's producer API over an embedded store."""
+"""The Producer: Kafka's producer API over an embedded store or a broker."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from .errors import InvalidConfigError
 __all__ = ["Producer"]
 
 _KNOWN = {"batch_size", "linger_ms", "compression_type", "acks", "buffer_memory", "max_block_ms"}
+# Only through a broker.
+_NETWORK = {"client_id", "request_timeout_ms"}
 
 
 class Producer(_native.Producer):
@@ -30,6 +32,16 @@ class Producer(_native.Producer):
     with the producer); sending to a missing topic creates it when the store's
     ``auto.create.topics.enable`` allows.
 
+    ``Producer(bootstrap_servers="HOST:PORT", ...)`` (no store) sends to a broker,
+    seglog's or Kafka's, with the same API, batching and futures: each batch
+    goes in one Produce request to its partition's leader. ``acks`` defaults to
+    ``"all"`` there (as Kafka's producer): the batch is stamped with an
+    idempotent producer id and sequence, so a retried batch is stored once, and
+    delivered once every in-sync replica has it. ``acks=1`` (or ``0``) waits for
+    the leader's write only, without idempotence. ``client_id`` and
+    ``request_timeout_ms`` are Kafka's; a record is refused by the broker (its
+    future raises) where the embedded producer would refuse it in ``send``.
+
     >>> import tempfile, seglog
     >>> with seglog.open(tempfile.mkdtemp()) as store:
     ...     store.create_topic("events", partitions=2)
@@ -40,20 +52,49 @@ class Producer(_native.Producer):
     ('events', True, 0)
     """
 
-    _store: Store
+    _store: Store | None
     _owns_store: bool
 
-    def __new__(cls, store: Store | str | os.PathLike[str], **config: Any) -> Producer:
-        unknown = set(config) - _KNOWN
+    def __new__(
+        cls,
+        store: Store | str | os.PathLike[str] | None = None,
+        *,
+        bootstrap_servers: str | None = None,
+        **config: Any,
+    ) -> Producer:
+        known = _KNOWN | _NETWORK if bootstrap_servers is not None else _KNOWN
+        unknown = set(config) - known
         if unknown:
             raise InvalidConfigError(
-                f"unknown Producer config {sorted(unknown)} (known: {', '.join(sorted(_KNOWN))})"
+                f"unknown Producer config {sorted(unknown)} (known: {', '.join(sorted(known))})"
             )
-        acks = config.pop("acks", 1)
+        acks = config.pop("acks", 1 if bootstrap_servers is None else "all")
         if acks not in (0, 1, -1, "0", "1", "all", "-1"):
             raise ValueError(f'acks must be 0, 1 or "all"; got {acks!r}')
         compression = config.pop("compression_type", None) or "none"
         owns = False
+        if bootstrap_servers is not None:
+            if store is not None:
+                raise InvalidConfigError(
+                    "a Producer sends to a store or to bootstrap_servers, not both: pass one"
+                )
+            if not isinstance(bootstrap_servers, str):
+                raise TypeError(
+                    f"bootstrap_servers must be a 'HOST:PORT' str, got {type(bootstrap_servers).__name__}"
+                )
+            self = super().__new__(
+                cls,
+                None,
+                compression_type=compression,
+                acks=str(acks),
+                bootstrap_servers=bootstrap_servers,
+                **config,
+            )
+            self._store = None
+            self._owns_store = False
+            return self
+        if store is None:
+            raise TypeError("Producer needs a store (a seglog.Store or a path) or bootstrap_servers=")
         if isinstance(store, Store):
             opened = store
         elif isinstance(store, (str, os.PathLike)):
@@ -81,5 +122,5 @@ class Producer(_native.Producer):
     def close(self, timeout: float | None = None) -> None:
         """Deliver everything pending, then stop. Later sends raise ClientClosedError."""
         super().close(timeout)
-        if self._owns_store:
+        if self._owns_store and self._store is not None:
             self._store.close()

@@ -32,6 +32,8 @@ __all__ = [
     "OutOfOrderSequenceError",
     "InvalidProducerEpochError",
     "KafkaError",
+    "IllegalStateError",
+    "CommitFailedError",
 ]
 
 
@@ -135,3 +137,14 @@ class KafkaError(SeglogError):
     class (``OUT_OF_ORDER_SEQUENCE_NUMBER``, ...) raises that class, with ``code`` set too."""
 
     code: int | None = None
+
+
+class IllegalStateError(SeglogError):
+    """The call does not fit the consumer's state (e.g. assign after subscribe, the
+    position of a partition not assigned)."""
+
+
+class CommitFailedError(KafkaError):
+    """The coordinator refused a commit because the group rebalanced since this
+    member joined (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS):
+    the partitions may be another member's now. The next poll rejoins."""

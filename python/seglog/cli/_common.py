@@ -49,10 +49,13 @@ def open_writer(args: argparse.Namespace, *, create: bool = False) -> Store:
     except NotADirectoryError:
         raise CliError(f"{path} is not a store directory") from None
     except StoreLockedError as e:
-        reason = str(e).split("; open it with read_only", 1)[0]
-        raise CliError(
-            f"{reason}; read-only commands (topics list/describe, consume, verify) still work"
-        ) from None
+        raise store_locked(e) from None
+
+
+def store_locked(e: StoreLockedError) -> CliError:
+    """Another process writes the store: what still works."""
+    reason = str(e).split("; open it with read_only", 1)[0]
+    return CliError(f"{reason}; read-only commands (topics list/describe, consume, verify) still work")
 
 
 def is_store(path: Path) -> bool:

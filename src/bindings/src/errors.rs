@@ -29,6 +29,9 @@ pyo3::import_exception!(seglog.errors, CorruptFileError);
 pyo3::import_exception!(seglog.errors, OutOfOrderSequenceError);
 pyo3::import_exception!(seglog.errors, InvalidProducerEpochError);
 pyo3::import_exception!(seglog.errors, KafkaError);
+pyo3::import_exception!(seglog.errors, IllegalStateError);
+pyo3::import_exception!(seglog.errors, NoOffsetForPartitionError);
+pyo3::import_exception!(seglog.errors, CommitFailedError);
 
 /// A Python exception on its way out of a binding: from the core's `Error`
 /// (mapped below) or already a `PyErr`. Binding methods return `PyResult`
@@ -93,6 +96,15 @@ pub fn to_py(e: Error) -> PyErr {
             Error::RecordBatchTooLarge(_) => RecordBatchTooLargeError::new_err(msg),
             Error::OutOfOrderSequence { .. } => OutOfOrderSequenceError::new_err(msg),
             Error::InvalidProducerEpoch { .. } => InvalidProducerEpochError::new_err(msg),
+            Error::IllegalState(_) => IllegalStateError::new_err(msg),
+            Error::NoOffsetForPartition(_) => NoOffsetForPartitionError::new_err(msg),
+            Error::CommitFailed { code, .. } => {
+                let e = CommitFailedError::new_err(msg);
+                Python::attach(|py| {
+                    let _ = e.value(py).setattr("code", code);
+                });
+                e
+            }
             Error::Kafka { code, .. } => {
                 // A code the core has a variant for came back as one; these are
                 // the codes it has an exception for but no fields to fill.

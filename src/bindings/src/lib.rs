@@ -4,7 +4,7 @@
 mod batch_items;
 mod broker;
 mod buffer;
-mod chunk;
+mod consumer;
 mod errors;
 mod group;
 mod inspect;
@@ -86,8 +86,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<remote::RemoteClient>()?;
     m.add("BROKER_KEYS", seglog_broker::config::BROKER_KEYS.to_vec())?;
     m.add_class::<records::ConsumerRecord>()?;
-    m.add_class::<chunk::RecordChunk>()?;
-    m.add_class::<chunk::RecordIterator>()?;
+    m.add_class::<consumer::Consumer>()?;
+    m.add_class::<consumer::ConsumerIterator>()?;
     m.add_class::<producer::Producer>()?;
     m.add_class::<buffer::ByteBuffer>()?;
     m.add_class::<producer::FutureRecordMetadata>()?;

@@ -14,6 +14,8 @@ use pyo3::types::{PyBytes, PyString, PyTuple};
 use super::batch_items::{with_items, ByteItems};
 use super::errors::to_py;
 use super::store::Store;
+use seglog_client::destination::ClusterDestination;
+use seglog_client::{Cluster, IdempotentProducer, ProducerConfig as RemoteConfig};
 use seglog_core::client::producer::{
     Acks, DeliveryCell, DeliveryResult, Producer as CoreProducer, ProducerConfig, SendOutcome,
 };
@@ -257,16 +259,24 @@ impl Producer {
 #[pymethods]
 impl Producer {
     #[new]
-    #[pyo3(signature = (store, batch_size = 16384, linger_ms = 5.0, compression_type = "none", acks = "1", buffer_memory = 33554432, max_block_ms = 60000.0))]
+    #[pyo3(signature = (
+        store = None, batch_size = 16384, linger_ms = 5.0, compression_type = "none", acks = "1",
+        buffer_memory = 33554432, max_block_ms = 60000.0, bootstrap_servers = None,
+        client_id = "seglog", request_timeout_ms = 30000
+    ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
-        store: &Store,
+        py: Python<'_>,
+        store: Option<&Store>,
         batch_size: i64,
         linger_ms: f64,
         compression_type: &str,
         acks: &str,
         buffer_memory: i64,
         max_block_ms: f64,
+        bootstrap_servers: Option<&str>,
+        client_id: &str,
+        request_timeout_ms: u64,
     ) -> PyResult<Self> {
         let compression = Compression::parse(compression_type).map_err(to_py)?;
         let acks = Acks::parse(acks).map_err(to_py)?;
@@ -289,7 +299,30 @@ impl Producer {
             buffer_memory,
             max_block: Duration::from_secs_f64(max_block_ms / 1000.0),
         };
-        let inner = CoreProducer::new(store.core()?.clone(), config).map_err(to_py)?;
+        let inner = match (store, bootstrap_servers) {
+            (Some(store), None) => CoreProducer::new(store.core()?.clone(), config).map_err(to_py)?,
+            (None, Some(servers)) => {
+                let acks_all = config.acks == Acks::Durable;
+                let client = crate::consumer::client_config(client_id, request_timeout_ms);
+                py.detach(|| {
+                    let cluster = Arc::new(Cluster::connect(servers, client)?);
+                    let idempotent = IdempotentProducer::new(
+                        cluster,
+                        RemoteConfig { compression, ..RemoteConfig::default() },
+                    )?;
+                    CoreProducer::to(
+                        Arc::new(ClusterDestination::new(Arc::new(idempotent), acks_all)),
+                        config,
+                    )
+                })
+                .map_err(to_py)?
+            }
+            _ => {
+                return Err(PyTypeError::new_err(
+                    "a Producer needs a store or bootstrap_servers (one of the two)",
+                ))
+            }
+        };
         Ok(Producer { inner, owner: super::Owner::here() })
     }
 
@@ -312,6 +345,11 @@ impl Producer {
         let headers = header_list(headers)?;
         let hrefs: Vec<HeaderRef<'_>> = headers.iter().map(|(k, v)| (k.as_bytes(), v.as_deref())).collect();
         let name = topic.to_str()?;
+        if !core.knows_topic(name) {
+            // A first send to a topic looks it up (through a broker, a round
+            // trip): without the GIL.
+            py.detach(|| core.topic(name)).map_err(to_py)?;
+        }
         loop {
             match core
                 .send(name, partition, key.as_deref(), value.as_deref(), &hrefs, timestamp)
@@ -366,6 +404,9 @@ impl Producer {
             return Ok(Vec::new());
         }
         let ts = timestamp.unwrap_or_else(now_ms);
+        if !core.knows_topic(topic) {
+            py.detach(|| core.topic(topic)).map_err(to_py)?;
+        }
         let mut sink = core.batch_sink(topic).map_err(to_py)?;
         // Every record is checked before the first is added: the sink hands full
         // batches to the sender while the rest are encoded, and a call refused

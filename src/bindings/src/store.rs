@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -14,7 +13,6 @@ use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 use super::buffer::ByteBuffer;
-use super::chunk::RecordChunk;
 use super::records::{extract_record, record_vec, with_new_records, ConsumerRecord, InRecord};
 use seglog_core::client::columns::{BinaryColumn, Columns};
 use seglog_core::client::consumer_read::{read_batches, read_columns};
@@ -63,7 +61,7 @@ impl Store {
         Ok(&self.inner)
     }
 
-    /// The records `read_next` and `read_chunk` return, and the offset to read
+    /// The records `read_next` returns, and the offset to read
     /// next: right after the last record when `max_records` cut the read short,
     /// else after the last batch read (which may hold no records: a compacted
     /// log can end a segment with an empty batch).
@@ -294,21 +292,6 @@ impl Store {
         Ok((PyList::new(py, records)?, next))
     }
 
-    /// As `read_next`, the records as a RecordChunk (what a Consumer iterates).
-    #[pyo3(signature = (topic, partition, offset, max_bytes = 1048576, max_records = None))]
-    fn read_chunk(
-        &self,
-        py: Python<'_>,
-        topic: &Bound<'_, PyString>,
-        partition: i32,
-        offset: i64,
-        max_bytes: u64,
-        max_records: Option<usize>,
-    ) -> PyResult<(RecordChunk, i64)> {
-        let (records, next) = self.records_and_next(py, topic, partition, offset, max_bytes, max_records)?;
-        Ok((RecordChunk::from_vec(records), next))
-    }
-
     /// The raw batches `read` would decode, as bytes.
     #[pyo3(signature = (topic, partition, offset, max_bytes = 1048576))]
     fn read_raw<'py>(
@@ -359,19 +342,6 @@ impl Store {
             log.catch_up()?;
             Ok::<_, seglog_core::error::Error>((log.log_start_offset(), log.log_end_offset()))
         })?)
-    }
-
-    /// Waits up to `timeout` seconds until any of `partitions` ((topic, partition,
-    /// position) triples) has data at or past its position. Returns whether one has.
-    fn wait_for_data(
-        &self,
-        py: Python<'_>,
-        partitions: Vec<(String, i32, i64)>,
-        timeout: f64,
-    ) -> PyResult<bool> {
-        let core = self.core()?;
-        let timeout = Duration::from_secs_f64(timeout.clamp(0.0, 1e9));
-        Ok(py.detach(|| core.wait_for_data(&partitions, timeout))?)
     }
 
     #[pyo3(signature = (requests, max_records, max_bytes = 1048576))]

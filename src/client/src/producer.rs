@@ -19,7 +19,8 @@ use kafka_protocol::protocol::StrBytes;
 use parking_lot::Mutex;
 use seglog_core::error::{kafka_codes, Error, Result};
 use seglog_core::producer_state::increment_sequence;
-use seglog_core::record::{BatchBuilder, Compression, NewRecord, ProducerInfo};
+use seglog_core::record::batch::set_producer;
+use seglog_core::record::{BatchBuilder, Compression, NewRecord, ProducerInfo, RecordBatch};
 
 use crate::cluster::{Cluster, Step};
 use crate::errors::{self, About};
@@ -234,8 +235,47 @@ impl IdempotentProducer {
         result.ok_or_else(|| Error::InvalidArgument("a send needs at least one record".into()))
     }
 
+    /// Sends a batch built elsewhere (by a producer's accumulator): stamped
+    /// with this producer's id, epoch and the partition's next sequence, with
+    /// acks=all. Returns where it was stored.
+    pub fn send_built(&self, topic: &str, partition: i32, batch: &mut [u8]) -> Result<ProduceResult> {
+        let count = RecordBatch::header_only(batch)?.records_count();
+        let slot = self.sequence_of(topic, partition);
+        let mut sequence = slot.lock();
+        let id = self.identity()?;
+        if sequence.generation != id.generation {
+            *sequence = Sequence { generation: id.generation, next: 0 };
+        }
+        set_producer(batch, id.producer_id, id.epoch, sequence.next);
+        match self.produce_acks(topic, partition, batch.to_vec(), -1) {
+            Ok(r) => {
+                sequence.next = increment_sequence(sequence.next, count);
+                Ok(ProduceResult { last_offset: r.base_offset + i64::from(count) - 1, ..r })
+            }
+            Err(e) => {
+                if errors::is_connection_error(&e) {
+                    // Stored or not, nobody knows: this sequence is spent.
+                    self.reset(id.generation);
+                }
+                Err(e)
+            }
+        }
+    }
+
     /// Sends one built batch with acks=all, again on retriable failures.
     fn produce(&self, topic: &str, partition: i32, batch: Vec<u8>) -> Result<ProduceResult> {
+        self.produce_acks(topic, partition, batch, -1)
+    }
+
+    /// Sends one built batch, again on retriable failures; `acks` as Kafka's
+    /// (1: the leader's write; -1: every in-sync replica's).
+    pub fn produce_acks(
+        &self,
+        topic: &str,
+        partition: i32,
+        batch: Vec<u8>,
+        acks: i16,
+    ) -> Result<ProduceResult> {
         let size = batch.len();
         let records = bytes::Bytes::from(batch);
         let timeout_ms = i32::try_from(self.cluster.config().request_timeout.as_millis()).unwrap_or(i32::MAX);
@@ -247,7 +287,7 @@ impl IdempotentProducer {
             |cluster, node, _| {
                 let request = ProduceRequest::default()
                     .with_transactional_id(None)
-                    .with_acks(-1)
+                    .with_acks(acks)
                     .with_timeout_ms(timeout_ms)
                     .with_topic_data(vec![TopicProduceData::default()
                         .with_name(TopicName(StrBytes::from_string(topic.to_string())))

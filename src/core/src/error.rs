@@ -93,6 +93,18 @@ pub enum Error {
     /// code, what was asked and the broker's own message.
     #[error("{message} (Kafka error code {code})")]
     Kafka { code: i16, message: String },
+    /// A call that does not fit a client's state (assign after subscribe, a
+    /// position of a partition not assigned).
+    #[error("{0}")]
+    IllegalState(String),
+    /// A consumer's partition has no committed offset and its
+    /// `auto.offset.reset` is "none".
+    #[error("{0}")]
+    NoOffsetForPartition(String),
+    /// The coordinator refused a commit because the group rebalanced since the
+    /// member joined (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS).
+    #[error("{message} (Kafka error code {code})")]
+    CommitFailed { code: i16, message: String },
 }
 
 impl Error {
@@ -115,7 +127,7 @@ impl Error {
             Error::InvalidRecord(_) => INVALID_RECORD,
             Error::InvalidProducerEpoch { .. } => INVALID_PRODUCER_EPOCH,
             Error::OutOfOrderSequence { .. } => OUT_OF_ORDER_SEQUENCE_NUMBER,
-            Error::Kafka { code, .. } => *code,
+            Error::Kafka { code, .. } | Error::CommitFailed { code, .. } => *code,
             _ => return None,
         })
     }
@@ -179,6 +191,11 @@ impl Error {
                 }
             }
             Error::Kafka { code, message } => Error::Kafka { code: *code, message: message.clone() },
+            Error::IllegalState(m) => Error::IllegalState(m.clone()),
+            Error::NoOffsetForPartition(m) => Error::NoOffsetForPartition(m.clone()),
+            Error::CommitFailed { code, message } => {
+                Error::CommitFailed { code: *code, message: message.clone() }
+            }
         }
     }
 

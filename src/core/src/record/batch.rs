@@ -148,6 +148,17 @@ pub fn set_create_time(buf: &mut [u8], max_timestamp: i64) {
     buf[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
 }
 
+/// Stamps an idempotent producer's id, epoch and first sequence into a built
+/// batch, as Kafka's producer does when it drains the batch for sending, and
+/// recomputes the CRC (all three are covered by it).
+pub fn set_producer(buf: &mut [u8], producer_id: i64, epoch: i16, base_sequence: i32) {
+    buf[PRODUCER_ID..PRODUCER_ID + 8].copy_from_slice(&producer_id.to_be_bytes());
+    buf[PRODUCER_EPOCH..PRODUCER_EPOCH + 2].copy_from_slice(&epoch.to_be_bytes());
+    buf[BASE_SEQUENCE..BASE_SEQUENCE + 4].copy_from_slice(&base_sequence.to_be_bytes());
+    let crc = crc32c::crc32c(&buf[ATTRIBUTES..]);
+    buf[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
 /// A validated view of exactly one batch.
 #[derive(Clone, Copy)]
 pub struct RecordBatch<'a> {

@@ -9,9 +9,9 @@ use std::time::Instant;
 use parking_lot::{Condvar, Mutex};
 
 use super::delivery::DeliveryCell;
+use super::destination::PartitionTarget;
 use super::ProducerConfig;
 use crate::client::partitioner::StickyPartitioner;
-use crate::log::PartitionLog;
 use crate::record::BatchBuilder;
 
 /// FNV-1a: the maps `send` looks up several times per record are keyed by
@@ -50,14 +50,14 @@ impl OpenBatch {
 }
 
 pub(super) struct ReadyBatch {
-    pub(super) log: Arc<PartitionLog>,
+    pub(super) log: Arc<dyn PartitionTarget>,
     pub(super) builder: BatchBuilder,
     pub(super) cell: Arc<DeliveryCell>,
     pub(super) bytes: usize,
 }
 
 pub(super) struct PartitionState {
-    pub(super) log: Arc<PartitionLog>,
+    pub(super) log: Arc<dyn PartitionTarget>,
     pub(super) open: Option<OpenBatch>,
 }
 

@@ -9,6 +9,7 @@
 
 mod accumulator;
 mod delivery;
+mod destination;
 mod sender;
 mod sink;
 
@@ -25,7 +26,7 @@ use crate::clock::now_ms;
 use crate::error::{Error, Result};
 use crate::record::HeaderRef;
 use crate::record::{BatchBuilder, Compression, NewRecord};
-use crate::store::{Store, Topic};
+use crate::store::Store;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Acks {
@@ -71,10 +72,11 @@ impl Default for ProducerConfig {
 
 use accumulator::{Accumulator, FastMap, OpenBatch, PartitionState, Shared};
 pub use delivery::{BatchCells, Delivered, DeliveryCell, DeliveryResult};
+pub use destination::{Appended, Destination, PartitionTarget, StoreDestination, TopicTarget};
 use sender::sender_loop;
 pub use sink::BatchSink;
 
-type TopicCache = FastMap<String, (Arc<str>, Arc<Topic>)>;
+type TopicCache = FastMap<String, (Arc<str>, Arc<TopicTarget>)>;
 
 /// What `send` hands back for one record.
 #[derive(Clone)]
@@ -94,7 +96,7 @@ pub enum SendOutcome {
 }
 
 pub struct Producer {
-    store: Arc<Store>,
+    destination: Arc<dyn Destination>,
     shared: Arc<Shared>,
     topics: RwLock<TopicCache>,
     sender: Mutex<Option<JoinHandle<()>>>,
@@ -102,10 +104,16 @@ pub struct Producer {
 }
 
 impl Producer {
+    /// A producer appending to a store open (for writing) in this process.
     pub fn new(store: Arc<Store>, config: ProducerConfig) -> Result<Arc<Producer>> {
         if store.is_read_only() {
             return Err(Error::ReadOnly("a Producer"));
         }
+        Producer::to(Arc::new(StoreDestination(store)), config)
+    }
+
+    /// A producer appending to `destination`.
+    pub fn to(destination: Arc<dyn Destination>, config: ProducerConfig) -> Result<Arc<Producer>> {
         if config.batch_size == 0 {
             return Err(Error::InvalidConfig("batch_size must be at least 1".into()));
         }
@@ -131,7 +139,7 @@ impl Producer {
             .spawn(move || sender_loop(&s))
             .map_err(Error::Io)?;
         Ok(Arc::new(Producer {
-            store,
+            destination,
             shared,
             topics: RwLock::new(FastMap::default()),
             sender: Mutex::new(Some(handle)),
@@ -143,10 +151,6 @@ impl Producer {
         &self.shared.config
     }
 
-    pub fn store(&self) -> &Arc<Store> {
-        &self.store
-    }
-
     fn check_open(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::ClientClosed("producer"));
@@ -154,15 +158,20 @@ impl Producer {
         Ok(())
     }
 
-    /// The topic (auto-created if the store allows), cached by name.
-    pub fn topic(&self, name: &str) -> Result<(Arc<str>, Arc<Topic>)> {
+    /// Whether the topic was looked up already (`topic` answers at once).
+    pub fn knows_topic(&self, name: &str) -> bool {
+        self.topics.read().contains_key(name)
+    }
+
+    /// The topic (auto-created where allowed), cached by name.
+    pub fn topic(&self, name: &str) -> Result<(Arc<str>, Arc<TopicTarget>)> {
         if let Some(t) = self.topics.read().get(name) {
             return Ok(t.clone());
         }
         if crate::log::is_internal_topic(name) {
             return Err(crate::log::internal_topic_error(name, "producing"));
         }
-        let t = self.store.topic_or_create(name)?;
+        let t = Arc::new(self.destination.topic(name)?);
         let entry = (Arc::<str>::from(name), t);
         self.topics.write().insert(name.to_string(), entry.clone());
         Ok(entry)
@@ -172,7 +181,7 @@ impl Producer {
         &self,
         acc: &mut Accumulator,
         name: &Arc<str>,
-        topic: &Topic,
+        topic: &TopicTarget,
         key: Option<&[u8]>,
     ) -> i32 {
         let n = topic.partitions.len() as i32;
@@ -200,18 +209,18 @@ impl Producer {
             + value.map_or(0, <[u8]>::len)
             + headers.iter().map(|(k, v)| k.len() + v.map_or(0, <[u8]>::len) + 10).sum::<usize>()
             + 21;
-        let max = t.config.max_message_bytes;
+        let max = t.max_message_bytes;
         if size + crate::record::batch::HEADER_LEN > max {
             return Err(Error::RecordTooLarge { size: size + crate::record::batch::HEADER_LEN, max });
         }
         if key.is_none() {
-            t.partition(0)?.check_key(None)?;
+            t.partition(topic, 0)?.check_key(None)?;
         }
         let now = now_ms();
         let timestamp = match timestamp {
             Some(ts) => {
                 check_send_timestamp(ts)?;
-                t.partition(0)?.check_timestamp(ts, now)?;
+                t.partition(topic, 0)?.check_timestamp(ts, now)?;
                 ts
             }
             None => now,
@@ -233,7 +242,7 @@ impl Producer {
         };
         let p = match partition {
             Some(p) => {
-                t.partition(p)?;
+                t.partition(topic, p)?;
                 p
             }
             None => {
@@ -253,7 +262,7 @@ impl Producer {
         let ps = match acc.partitions.get_mut(&pkey) {
             Some(ps) => ps,
             None => {
-                let log = t.partition(p)?.clone();
+                let log = t.partition(topic, p)?.clone();
                 acc.partitions.entry(pkey.clone()).or_insert(PartitionState { log, open: None })
             }
         };
@@ -295,7 +304,7 @@ impl Producer {
     pub fn batch_sink(&self, topic: &str) -> Result<BatchSink<'_>> {
         self.check_open()?;
         let (name, t) = self.topic(topic)?;
-        let limit = self.shared.config.batch_size.max(64 * 1024).min(t.config.max_message_bytes).min(1 << 20);
+        let limit = self.shared.config.batch_size.max(64 * 1024).min(t.max_message_bytes).min(1 << 20);
         let n = t.partitions.len();
         let seed = (now_ms() as u64) ^ u64::from(std::process::id()).rotate_left(32);
         Ok(BatchSink {

@@ -6,9 +6,9 @@ use std::time::Instant;
 
 use super::accumulator::{ReadyBatch, Shared};
 use super::delivery::{Callback, Delivered, DeliveryCell, DeliveryResult};
+use super::destination::PartitionTarget;
 use super::Acks;
 use crate::error::Error;
-use crate::log::{AppendOrigin, PartitionLog};
 use crate::record::RecordBatch;
 
 /// Ready batches for one partition are appended together up to this many
@@ -61,7 +61,7 @@ pub(super) fn sender_loop(shared: &Shared) {
         };
         let mut done: Vec<(Arc<DeliveryCell>, DeliveryResult)> = Vec::with_capacity(batch.len());
         // Per append that must be fsynced: its log, end offset and results.
-        let mut durable: Vec<(Arc<PartitionLog>, i64, std::ops::Range<usize>)> = Vec::new();
+        let mut durable: Vec<(Arc<dyn PartitionTarget>, i64, std::ops::Range<usize>)> = Vec::new();
         let mut freed = 0;
         let mut batch = batch.into_iter().peekable();
         while let Some(first) = batch.next() {
@@ -70,7 +70,9 @@ pub(super) fn sender_loop(shared: &Shared) {
             let log = first.log.clone();
             let mut group = vec![first];
             let mut bytes = group[0].bytes;
-            while let Some(b) = batch.next_if(|b| Arc::ptr_eq(&b.log, &log) && bytes + b.bytes <= GROUP_BYTES)
+            let together = log.appends_together();
+            while let Some(b) =
+                batch.next_if(|b| together && Arc::ptr_eq(&b.log, &log) && bytes + b.bytes <= GROUP_BYTES)
             {
                 bytes += b.bytes;
                 group.push(b);
@@ -93,7 +95,7 @@ pub(super) fn sender_loop(shared: &Shared) {
             let appended = if bufs.is_empty() {
                 Err(Arc::new(Error::InvalidArgument("no batch to append".into())))
             } else {
-                log.append_buffers(&mut bufs, AppendOrigin::Embedded).map_err(Arc::new)
+                log.append(&mut bufs).map_err(Arc::new)
             };
             // Results in queue order: the callbacks of a partition run in order.
             let from = done.len();
@@ -119,9 +121,9 @@ pub(super) fn sender_loop(shared: &Shared) {
             }
         }
         // One fsync per partition covers every batch appended to it above.
-        let mut synced: Vec<(*const PartitionLog, std::result::Result<(), Arc<Error>>)> = Vec::new();
+        let mut synced: Vec<(*const (), std::result::Result<(), Arc<Error>>)> = Vec::new();
         for (log, end, results) in durable.iter().rev() {
-            let key = Arc::as_ptr(log);
+            let key = Arc::as_ptr(log) as *const ();
             let r = match synced.iter().find(|(k, _)| *k == key) {
                 Some((_, r)) => r.clone(),
                 None => {

@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use super::accumulator::{PartitionState, ReadyBatch};
 use super::delivery::{BatchCells, DeliveryCell};
+use super::destination::TopicTarget;
 use super::{check_send_timestamp, Producer};
 use crate::client::partitioner::{partition_for_key, StickyPartitioner};
 use crate::clock::now_ms;
 use crate::error::{Error, Result};
 use crate::record::{BatchBuilder, NewRecord};
-use crate::store::Topic;
 
 /// What a record without headers takes in a batch beyond its key and value,
 /// at most (its varints and attributes byte).
@@ -23,7 +23,7 @@ const RECORD_OVERHEAD: usize = 21;
 pub struct BatchSink<'p> {
     pub(super) producer: &'p Producer,
     pub(super) name: Arc<str>,
-    pub(super) topic: Arc<Topic>,
+    pub(super) topic: Arc<TopicTarget>,
     pub(super) limit: usize,
     pub(super) open: Vec<Option<BatchBuilder>>,
     /// The queued batches' delivery cells with their record counts, per partition.
@@ -53,18 +53,18 @@ impl BatchSink<'_> {
             return Err(Error::UnknownPartition { topic: self.name.to_string(), partition, count });
         }
         if rec.key.is_none() {
-            self.topic.partition(partition)?.check_key(None)?;
+            self.topic.partition(&self.name, partition)?.check_key(None)?;
         }
         if self.checked_timestamp != Some(rec.timestamp) {
             check_send_timestamp(rec.timestamp)?;
-            self.topic.partition(partition)?.check_timestamp(rec.timestamp, now_ms())?;
+            self.topic.partition(&self.name, partition)?.check_timestamp(rec.timestamp, now_ms())?;
             self.checked_timestamp = Some(rec.timestamp);
         }
         let size = rec.value.map_or(0, <[u8]>::len)
             + rec.key.map_or(0, <[u8]>::len)
             + rec.headers.iter().map(|(k, v)| k.len() + v.map_or(0, <[u8]>::len) + 10).sum::<usize>()
             + RECORD_OVERHEAD;
-        let max = self.topic.config.max_message_bytes;
+        let max = self.topic.max_message_bytes;
         if size + crate::record::batch::HEADER_LEN > max {
             return Err(Error::RecordTooLarge { size: size + crate::record::batch::HEADER_LEN, max });
         }
@@ -199,7 +199,7 @@ impl BatchSink<'_> {
             for (p, builder) in batches {
                 let pkey = (self.name.clone(), p);
                 if !acc.partitions.contains_key(&pkey) {
-                    let log = self.topic.partition(p)?.clone();
+                    let log = self.topic.partition(&self.name, p)?.clone();
                     acc.partitions.insert(pkey.clone(), PartitionState { log, open: None });
                 }
                 shared.seal(&mut acc, &pkey);
