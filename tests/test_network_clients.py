@@ -167,3 +167,21 @@ def test_a_network_producer_and_consumer_round_trip_through_a_group(broker: segl
         # The close committed the positions: nothing is left.
         assert c.poll(timeout_ms=300) == {}
         assert sum(c.committed(tp) or 0 for tp in c.assignment()) == 100
+
+
+@pytest.mark.parametrize("through", ["store", "broker"])
+def test_topics_and_partitions_for_topic(broker: seglog.Broker, through: str) -> None:
+    broker.store.create_topic("a", partitions=3)
+    broker.store.create_topic("b")
+    c = (
+        seglog.Consumer(broker.store, read_only=False)
+        if through == "store"
+        else seglog.Consumer(bootstrap_servers=broker.bootstrap_servers)
+    )
+    with c:
+        assert {"a", "b"} <= c.topics()
+        assert c.partitions_for_topic("a") == {0, 1, 2}
+        assert c.partitions_for_topic("b") == {0}
+        assert c.partitions_for_topic("missing") is None
+        with pytest.raises(TypeError):
+            c.partitions_for_topic(5)  # type: ignore[arg-type]

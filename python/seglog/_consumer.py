@@ -264,6 +264,18 @@ class Consumer:
 
     # -- subscription and assignment ---------------------------------------------
 
+    def topics(self) -> set[str]:
+        """The topics there are, internal ones such as ``__consumer_offsets`` included
+        (as Kafka's ``listTopics``; a pattern subscription never matches those)."""
+        return set(self._native.topics())
+
+    def partitions_for_topic(self, topic: str) -> set[int] | None:
+        """The partitions of ``topic``, or None if there is no such topic."""
+        if not isinstance(topic, str):
+            raise TypeError(f"topic must be a str, got {type(topic).__name__}")
+        count = self._native.partition_count(topic)
+        return None if count is None else set(range(count))
+
     def subscribe(self, topics: Iterable[str] = (), pattern: str | None = None) -> None:
         """Subscribe to topics by name, or to every topic whose whole name matches
         ``pattern`` (a regular expression in RE2's syntax, as Kafka's consumer

@@ -1,10 +1,9 @@
 """How the data source reaches a log: a store directory (``path``) opened in each
-worker, or a broker (``kafka.bootstrap.servers``) spoken to over Kafka's protocol.
-
-Planning, options, schema and the readers' and writers' logic are the same for
-both; they differ only in the two small objects here: a :class:`LogAccess` (topics,
-partition counts, offsets, offsets by time, a range of records as Arrow) and an
-:class:`Appender` (appends a run of rows to one topic)."""
+worker, or a broker (``kafka.bootstrap.servers``) spoken to over Kafka's protocol,
+through seglog's public clients alone: a :class:`seglog.Consumer` reads (topics,
+partition counts, offsets, offsets by time, a range of records as Arrow) and a
+:class:`seglog.Producer` appends, whichever the location. Planning, options, schema
+and the readers' and writers' logic are the same for both."""
 
 from __future__ import annotations
 
@@ -16,20 +15,12 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from .._native import RemoteClient, murmur2
-from .._producer import Producer
-from .._store import Store
-from .._store import open as open_store
-from ..errors import SeglogError, StoreLockedError, UnknownTopicOrPartitionError
+from .. import Admin, Consumer, Producer, Store, TopicPartition
+from .. import open as open_store
+from ..errors import StoreLockedError, UnknownTopicOrPartitionError
 
 # (partition, first offset, last offset) of the records an append put in one partition.
 Span = tuple[int, int, int]
-
-# Kafka's error code for an unknown topic or partition, as Metadata answers it.
-_UNKNOWN_TOPIC_OR_PARTITION = 3
-# Rows of unkeyed records (no partition column) a remote append sends to one
-# partition before moving to the next (Kafka's sticky partitioner, by batch).
-_STICKY_ROWS = 16_384
 
 
 @dataclass(frozen=True)
@@ -44,20 +35,34 @@ class Location:
             return f"path {self.path!r}"
         return f"kafka.bootstrap.servers {self.bootstrap_servers!r}"
 
-    def open_reader(self) -> LogAccess:
+    def open_reader(self, max_bytes: int = 1 << 20) -> LogAccess:
+        """A reader fetching about ``max_bytes`` of a partition per read step."""
         if self.path is not None:
-            try:
-                return _StoreLog(open_store(self.path, read_only=True))
-            except FileNotFoundError:
-                raise FileNotFoundError(f"seglog: no store at path {self.path!r}") from None
+            if not os.path.isdir(self.path):
+                raise FileNotFoundError(f"seglog: no store at path {self.path!r}")
+            consumer = Consumer(self.path, read_only=True, **_reader_config(max_bytes))
+            return _LogReader(consumer, "", owned=True)
         assert self.bootstrap_servers is not None
-        return _RemoteLog(self.bootstrap_servers)
+        return _LogReader(_broker_consumer(self.bootstrap_servers, max_bytes), self._on_broker(), owned=False)
 
     def open_appender(self, lock_timeout_ms: int) -> Appender:
         if self.path is not None:
-            return _ProducerAppender(_open_for_write(self.path, lock_timeout_ms))
+            store = _open_for_write(self.path, lock_timeout_ms)
+            try:
+                return _Appender(Producer(store, acks=1), store, None)
+            except BaseException:
+                store.close()
+                raise
         assert self.bootstrap_servers is not None
-        return _RemoteAppender(self.bootstrap_servers)
+        servers = self.bootstrap_servers
+        try:
+            producer = Producer(bootstrap_servers=servers, acks="all", client_id="seglog-spark")
+        except OSError as e:
+            raise type(e)(_unreachable(servers, e)) from None
+        return _Appender(producer, None, servers)
+
+    def _on_broker(self) -> str:
+        return f" on the broker at {self.bootstrap_servers}"
 
 
 class LogAccess(Protocol):
@@ -80,7 +85,7 @@ class LogAccess(Protocol):
         ...
 
     def read_arrow(
-        self, topic: str, partition: int, offset: int, max_records: int, max_bytes: int
+        self, topic: str, partition: int, offset: int, max_records: int
     ) -> tuple[pa.RecordBatch, int | None]:
         """Records at or after offset as a batch of the 8 Arrow columns, and the
         offset to read next (None if nothing was read). Raises OffsetOutOfRangeError
@@ -114,41 +119,98 @@ def _as_bytes(v: Any) -> bytes | None:
     return v.encode() if isinstance(v, str) else v
 
 
-# -- a store directory -----------------------------------------------------------------
+def _unreachable(servers: str, e: OSError) -> str:
+    return f"seglog: cannot reach the broker at kafka.bootstrap.servers {servers!r}: {e}"
 
 
-class _StoreLog:
-    def __init__(self, store: Store) -> None:
-        self._store = store
+def _reader_config(max_bytes: int) -> dict[str, Any]:
+    # Positions are set by each read (seek); a removed offset is the reader's to
+    # report (failOnDataLoss), not a consumer's to reset.
+    return {
+        "auto_offset_reset": "none",
+        "enable_auto_commit": False,
+        "max_partition_fetch_bytes": max_bytes,
+        "client_id": "seglog-spark",
+    }
+
+
+# One consumer per broker list in each worker process, kept across tasks (Spark
+# reuses its Python workers), so that a task does not pay for connecting. Keyed
+# by pid too: a consumer does not survive a fork.
+_CONSUMERS: dict[tuple[str, int, int], Consumer] = {}
+
+
+def _broker_consumer(servers: str, max_bytes: int) -> Consumer:
+    key = (servers, max_bytes, os.getpid())
+    consumer = _CONSUMERS.get(key)
+    if consumer is None or consumer.closed:
+        try:
+            consumer = Consumer(bootstrap_servers=servers, **_reader_config(max_bytes))
+        except OSError as e:
+            raise type(e)(_unreachable(servers, e)) from None
+        _CONSUMERS[key] = consumer
+    return consumer
+
+
+class _LogReader:
+    """Reads with a Consumer: metadata and offsets through its lookups, a range of
+    records by assigning the partition, seeking and polling Arrow."""
+
+    def __init__(self, consumer: Consumer, where: str, owned: bool) -> None:
+        self._consumer = consumer
+        self._where = where
+        self._owned = owned
+
+    def _call(self, f: Any, *args: Any) -> Any:
+        try:
+            return f(*args)
+        except OSError:
+            if not self._owned:  # the next task connects afresh
+                self._consumer.close()
+            raise
 
     def topics(self) -> dict[str, int]:
         out = {}
-        for t in self._store.topics():
-            try:
-                out[t] = self._store.partition_count(t)
-            except UnknownTopicOrPartitionError:  # deleted meanwhile
-                continue
+        for t in self._call(self._consumer.topics):
+            parts = self._call(self._consumer.partitions_for_topic, t)
+            if parts is not None:  # not deleted meanwhile
+                out[t] = len(parts)
         return out
 
     def partition_count(self, topic: str) -> int:
-        return self._store.partition_count(topic)
+        parts = self._call(self._consumer.partitions_for_topic, topic)
+        if parts is None:
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist{self._where}")
+        return len(parts)
 
     def offsets(self, topic: str, partition: int) -> tuple[int, int]:
-        start, end = self._store.offsets(topic, partition)
-        return start, end
+        tp = TopicPartition(topic, partition)
+        start = self._call(self._consumer.beginning_offsets, [tp])[tp]
+        end = self._call(self._consumer.end_offsets, [tp])[tp]
+        return int(start), int(end)
 
     def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
-        r = self._store.offset_for_time(topic, partition, timestamp)
-        return None if r is None else r[0]
+        tp = TopicPartition(topic, partition)
+        found = self._call(self._consumer.offsets_for_times, {tp: timestamp})[tp]
+        return None if found is None else int(found.offset)
 
     def read_arrow(
-        self, topic: str, partition: int, offset: int, max_records: int, max_bytes: int
+        self, topic: str, partition: int, offset: int, max_records: int
     ) -> tuple[pa.RecordBatch, int | None]:
-        batch, nexts = self._store.read_arrow([(topic, partition, offset)], max_records, max_bytes)
-        return batch, nexts[0]
+        tp = TopicPartition(topic, partition)
+        consumer = self._consumer
+        if consumer.assignment() != {tp}:
+            self._call(consumer.assign, [tp])
+        consumer.seek(tp, offset)
+        # No wait: the range was planned below the high watermark, so the data is
+        # there unless it was removed meanwhile (then nothing is read).
+        batch = self._call(consumer.poll_arrow, max_records, 0)
+        nxt = consumer.position(tp)
+        return batch, (nxt if nxt > offset else None)
 
     def close(self) -> None:
-        self._store.close()
+        if self._owned:
+            self._consumer.close()
 
 
 def _open_for_write(path: str, lock_timeout_ms: int) -> Store:
@@ -173,17 +235,32 @@ def _open_for_write(path: str, lock_timeout_ms: int) -> Store:
             delay = min(delay * 2, 0.01)
 
 
-class _ProducerAppender:
-    """Appends with seglog.Producer(acks=1) under the store's writer lock;
-    close() fsyncs every partition once and releases the lock."""
+class _Appender:
+    """Appends with a Producer: into a store under its writer lock (acks=1; closing
+    the store fsyncs every partition once and releases the lock), or through a
+    broker (acks=all, idempotent: each batch is durable on the broker once its
+    future completes)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, producer: Producer, store: Store | None, servers: str | None) -> None:
+        self._producer = producer
         self._store = store
-        try:
-            self._producer = Producer(store, acks=1)
-        except BaseException:
-            store.close()
-            raise
+        self._servers = servers
+        self._checked: set[str] = set()
+
+    def _check_topic(self, topic: str) -> None:
+        """Through a broker, rows without a partition need the topic to exist: Kafka's
+        partitioner needs its partition count (rows with a partition column are sent
+        as they are, which creates it if the broker allows)."""
+        if self._servers is None or topic in self._checked:
+            return
+        with Admin(bootstrap_servers=self._servers, client_id="seglog-spark") as admin:
+            if admin.partitions_for_topic(topic) is None:
+                raise UnknownTopicOrPartitionError(
+                    f"seglog sink: topic {topic!r} does not exist on the broker at {self._servers}; "
+                    "create it first (Kafka's partitioner needs its partition count; rows with a "
+                    "partition column are sent as they are, which creates it if the broker allows)"
+                )
+        self._checked.add(topic)
 
     def send(
         self,
@@ -193,6 +270,8 @@ class _ProducerAppender:
         keys: pa.Array | None,
         headers: pa.Array | None,
     ) -> list[Span]:
+        if partition is None:
+            self._check_topic(topic)
         if headers is None:
             return list(self._producer.send_batch(topic, values, keys, partition=partition))
         futures = [
@@ -217,175 +296,5 @@ class _ProducerAppender:
         try:
             self._producer.close()
         finally:
-            self._store.close()
-
-
-# -- a broker --------------------------------------------------------------------------
-
-# One client per broker list in each worker process, kept across tasks (Spark
-# reuses its Python workers), so that a task does not pay for connecting. Keyed
-# by pid too: a RemoteClient does not survive a fork.
-_CLIENTS: dict[tuple[str, int], RemoteClient] = {}
-
-
-def _client(servers: str) -> RemoteClient:
-    key = (servers, os.getpid())
-    client = _CLIENTS.get(key)
-    if client is None:
-        try:
-            client = RemoteClient(servers, client_id="seglog-spark")
-        except OSError as e:
-            raise type(e)(
-                f"seglog: cannot reach the broker at kafka.bootstrap.servers {servers!r}: {e}"
-            ) from None
-        _CLIENTS[key] = client
-    return client
-
-
-def _forget(servers: str) -> None:
-    """Drops the cached client after a failure, so the next task connects afresh."""
-    client = _CLIENTS.pop((servers, os.getpid()), None)
-    if client is not None:
-        client.close()
-
-
-def _topic_error(topic: str, code: int, servers: str) -> SeglogError:
-    if code == _UNKNOWN_TOPIC_OR_PARTITION:
-        return UnknownTopicOrPartitionError(f"topic {topic!r} does not exist on the broker at {servers}")
-    return SeglogError(f"the broker at {servers} answered Metadata for {topic!r} with Kafka error {code}")
-
-
-class _RemoteLog:
-    """Reads through a broker: Metadata, ListOffsets and Fetch (decoded in Rust
-    straight into Arrow buffers)."""
-
-    def __init__(self, servers: str) -> None:
-        self._servers = servers
-        self._client = _client(servers)
-
-    def _call(self, f: Any, *args: Any) -> Any:
-        try:
-            return f(*args)
-        except OSError:
-            _forget(self._servers)
-            raise
-
-    def topics(self) -> dict[str, int]:
-        m = self._call(self._client.metadata)
-        return {name: len(t["partitions"]) for name, t in m["topics"].items() if t["error_code"] == 0}
-
-    def partition_count(self, topic: str) -> int:
-        t = self._call(self._client.metadata, [topic])["topics"].get(topic)
-        code = _UNKNOWN_TOPIC_OR_PARTITION if t is None else t["error_code"]
-        if code:
-            raise _topic_error(topic, code, self._servers)
-        return len(t["partitions"])
-
-    def offsets(self, topic: str, partition: int) -> tuple[int, int]:
-        start = self._call(self._client.list_offsets, topic, partition, -2)
-        end = self._call(self._client.list_offsets, topic, partition, -1)
-        return int(start), int(end)
-
-    def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
-        r = self._call(self._client.list_offsets, topic, partition, timestamp)
-        return None if r is None else int(r)
-
-    def read_arrow(
-        self, topic: str, partition: int, offset: int, max_records: int, max_bytes: int
-    ) -> tuple[pa.RecordBatch, int | None]:
-        from .._arrow import columns_to_batch
-
-        # No wait: the range was planned below the high watermark, so the data is
-        # there unless it was removed meanwhile (then the caller sees nothing read).
-        cols, nxt = self._call(self._client.fetch_arrow, topic, partition, offset, max_records, max_bytes, 0)
-        return columns_to_batch(cols), nxt
-
-    def close(self) -> None:
-        pass  # the client stays for the worker's next task
-
-
-class _RemoteAppender:
-    """Appends through a broker with RemoteClient.produce (idempotent, acks=all,
-    so each send is durable on the broker before it returns). Partitions as
-    Kafka's producer: murmur2 of the key, unkeyed rows a chunk at a time to one
-    partition, in turn."""
-
-    def __init__(self, servers: str) -> None:
-        self._servers = servers
-        self._client = _client(servers)
-        self._counts: dict[str, int] = {}
-        self._sticky: dict[str, int] = {}
-
-    def _partition_count(self, topic: str) -> int:
-        n = self._counts.get(topic)
-        if n is None:
-            t = self._client.metadata([topic])["topics"].get(topic)
-            code = _UNKNOWN_TOPIC_OR_PARTITION if t is None else t["error_code"]
-            if code == _UNKNOWN_TOPIC_OR_PARTITION:
-                raise UnknownTopicOrPartitionError(
-                    f"seglog sink: topic {topic!r} does not exist on the broker at {self._servers}; "
-                    "create it first (Kafka's partitioner needs its partition count; rows with a "
-                    "partition column are sent as they are, which creates it if the broker allows)"
-                )
-            if code:
-                raise _topic_error(topic, code, self._servers)
-            n = self._counts[topic] = len(t["partitions"])
-        return n
-
-    def send(
-        self,
-        topic: str,
-        partition: int | None,
-        values: pa.Array,
-        keys: pa.Array | None,
-        headers: pa.Array | None,
-    ) -> list[Span]:
-        n = len(values)
-        vs = values.to_pylist()
-        ks = keys.to_pylist() if keys is not None and keys.null_count < n else None
-        hs = headers.to_pylist() if headers is not None else None
-        records: list[Any] = []
-        for i in range(n):
-            v = _as_bytes(vs[i])
-            k = None if ks is None else _as_bytes(ks[i])
-            h = None if hs is None or not hs[i] else [(x["key"], _as_bytes(x["value"])) for x in hs[i]]
-            if h is not None:
-                records.append((k, v, h))
-            elif k is not None or v is None:
-                records.append((k, v))
-            else:
-                records.append(v)
-        if partition is not None:
-            groups = {partition: records}
-        else:
-            count = self._partition_count(topic)
-            groups = {}
-            sticky = self._sticky.get(topic)
-            if sticky is None:
-                sticky = random.randrange(count)
-            unkeyed = 0
-            for i, r in enumerate(records):
-                k = None if ks is None else _as_bytes(ks[i])
-                if k is None:
-                    if unkeyed and unkeyed % _STICKY_ROWS == 0:
-                        sticky = (sticky + 1) % count
-                    unkeyed += 1
-                    p = sticky
-                else:
-                    p = (murmur2(k) & 0x7FFF_FFFF) % count
-                groups.setdefault(p, []).append(r)
-            self._sticky[topic] = (sticky + 1) % count if unkeyed else sticky
-        spans = []
-        for p, recs in groups.items():
-            try:
-                base = self._client.produce(topic, p, recs)
-            except OSError:
-                _forget(self._servers)
-                raise
-            # A send of more than one batch may interleave with other producers'
-            # batches; the span is where the first batch began and its record count.
-            spans.append((p, base, base + len(recs) - 1))
-        return spans
-
-    def close(self) -> None:
-        pass  # every produce was acknowledged by the broker (acks=all)
+            if self._store is not None:
+                self._store.close()

@@ -9,10 +9,12 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .. import _groups
 from ..errors import SeglogError, UnknownTopicOrPartitionError
 from .log import LogAccess
 from .options import Offsets, TopicPartition, _ReadOptions
+
+# Kafka's internal topic, which a pattern never matches (as Kafka's consumer).
+_INTERNAL_TOPIC = "__consumer_offsets"
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +53,7 @@ def _topic_partitions(log: LogAccess, o: _ReadOptions) -> list[TopicPartition]:
         wanted = [t for t in sorted(topics) if t in o.subscribe]
     else:
         rx = re.compile(o.pattern or "")
-        wanted = [t for t in sorted(topics) if t != _groups.OFFSETS_TOPIC and rx.fullmatch(t)]
+        wanted = [t for t in sorted(topics) if t != _INTERNAL_TOPIC and rx.fullmatch(t)]
     return [(t, p) for t in wanted for p in range(topics[t])]
 
 

@@ -61,7 +61,7 @@ def _split(ranges: list[OffsetRange], o: _ReadOptions) -> list[OffsetRange]:
 
 
 def _read_range(o: _ReadOptions, r: OffsetRange) -> Iterator[pa.RecordBatch]:
-    log = o.location.open_reader()
+    log = o.location.open_reader(_READ_BYTES)
     try:
         yield from _read_log_range(log, o, r)
     finally:
@@ -75,9 +75,7 @@ def _read_log_range(log: LogAccess, o: _ReadOptions, r: OffsetRange) -> Iterator
     pos = r.start
     while pos < r.end:
         try:
-            batch, nxt = log.read_arrow(
-                r.topic, r.partition, pos, min(r.end - pos, _READ_BATCH_ROWS), _READ_BYTES
-            )
+            batch, nxt = log.read_arrow(r.topic, r.partition, pos, min(r.end - pos, _READ_BATCH_ROWS))
         except OffsetOutOfRangeError:
             log_start, log_end = log.offsets(r.topic, r.partition)
             if pos < log_start:
@@ -119,7 +117,7 @@ class _Reader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         o = self._o
-        log = o.location.open_reader()
+        log = o.location.open_reader(_READ_BYTES)
         try:
             tps = _topic_partitions(log, o)
             starts = _starting_offsets(log, tps, o)

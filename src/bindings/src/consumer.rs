@@ -226,6 +226,16 @@ impl Consumer {
         })
     }
 
+    /// The topics there are (internal ones included), sorted.
+    fn topics(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        self.with(py, |e, _| e.topics())
+    }
+
+    /// How many partitions `topic` has; None if there is no such topic.
+    fn partition_count(&self, py: Python<'_>, topic: String) -> PyResult<Option<i32>> {
+        self.with(py, |e, _| e.partition_count(&topic))
+    }
+
     #[pyo3(signature = (topics, pattern = None))]
     fn subscribe(&self, py: Python<'_>, topics: Vec<String>, pattern: Option<String>) -> PyResult<()> {
         self.with(py, |e, _| e.subscribe(&topics, pattern.as_deref()))

@@ -180,6 +180,25 @@ impl<R: Record> Consumer<R> {
         Ok(())
     }
 
+    /// The topics there are, internal ones included (as Kafka's
+    /// `listTopics`), sorted.
+    pub fn topics(&self) -> Result<Vec<String>> {
+        self.check()?;
+        let mut topics = self.source.topics()?;
+        topics.sort();
+        Ok(topics)
+    }
+
+    /// How many partitions `topic` has; None if there is no such topic.
+    pub fn partition_count(&self, topic: &str) -> Result<Option<i32>> {
+        self.check()?;
+        match self.source.partition_count(topic) {
+            Ok(n) => Ok(Some(n)),
+            Err(Error::UnknownTopic(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     // -- subscription and assignment ---------------------------------------
 
     /// Subscribes to topics by name, or to every topic (internal ones aside)
