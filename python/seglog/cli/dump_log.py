@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .. import ConsumerRecord
 from ._common import MAX_REPORTED, CliError
-from .segments import SEGMENT_FILE, Batch, Stop, check_index, iter_log, read_index, scan_log
+from ..segments import SEGMENT_FILE, Batch, Stop, check_index, iter_log, read_index, scan_log
 
 
 def _show(data: bytes | None) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .. import PartitionDescription
 from ._common import INT32_MAX, MAX_REPORTED, CliError, is_store, open_reader, store_path
-from .segments import (
+from ..segments import (
     INDEX_KINDS,
     SEGMENT_FILE,
     Batch,

@@ -1,9 +1,12 @@
-"""Segment files read byte by byte for dump-log and verify: the batches of a ``.log``
-(or where its walk had to stop, and why) and the problems of its ``.index``/``.timeindex``.
+"""``seglog.segments``: a partition's segment files read byte by byte, as Kafka's
+``kafka-dump-log`` reads them (and what ``seglog dump-log`` and ``seglog verify``
+show): the batches of a ``.log`` with their header fields and records, or where a
+walk had to stop and why, and the entries and problems of its ``.index`` and
+``.timeindex``. Works on files alone, without opening the store (a damaged or
+foreign log directory included).
 
-The reading and checking are the native core's (``seglog_core::segment::inspect``, on
-the same record codec as the store); this module only names them for the commands.
-"""
+The reading and checking are the native core's, on the same record codec as the
+store."""
 
 from __future__ import annotations
 
@@ -11,9 +14,9 @@ import re
 from collections.abc import Iterator
 from typing import Literal
 
-from .._native import IndexContents, SegmentScan, check_index, read_index, scan_log, walk_log
-from .._native import LogBatch as Batch
-from .._native import LogStop as Stop
+from ._native import IndexContents, SegmentScan, check_index, read_index, scan_log, walk_log
+from ._native import LogBatch as Batch
+from ._native import LogStop as Stop
 
 __all__ = [
     "INDEX_KINDS",
