@@ -143,21 +143,17 @@ impl ReplicaManager {
         let failed = |e: Error| (error_code(&e), e.to_string());
         let refused = |code: i16| (code, format!("{topic}-{partition}: {}", describe_code(code)));
         let log = self.store.partition(topic, partition).map_err(failed)?;
-        let leadership = match &self.replication {
-            Some(r) => {
-                r.leader_check(topic, partition, -1).map_err(refused)?;
-                if acks == -1 {
-                    r.min_isr_check(topic, partition).map_err(refused)?;
-                }
-                r.leadership(topic, partition)
-            }
-            None => None,
-        };
         let bytes = records.len() as u64;
-        let info = log.append_as_leader(records, AppendOrigin::Client).map_err(failed)?;
-        if let Some(r) = &self.replication {
-            r.leader_appended(&log);
-        }
+        let append = || log.append_as_leader(records, AppendOrigin::Client);
+        let (info, leadership) = match &self.replication {
+            // The leader and ISR checks, the append and the high watermark's
+            // move under the partition's lock (Kafka's appendRecordsToLeader).
+            Some(r) => {
+                let (info, leadership) = r.append_as_leader(&log, acks, append).map_err(refused)?;
+                (info.map_err(failed)?, Some(leadership))
+            }
+            None => (append().map_err(failed)?, None),
+        };
         self.metrics.bytes_in.inc_by(bytes);
         self.metrics.messages_in.inc_by(info.records.max(0) as u64);
         Ok(Appended { log_start_offset: log.log_start_offset(), info, log, leadership })

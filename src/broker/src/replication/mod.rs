@@ -35,6 +35,7 @@ use zookeeper_client::{AddWatchMode, Client, CreateMode, Error as ZkError, Event
 
 use self::controller::{ControllerState, Fenced};
 pub use self::partition::Partition;
+use self::partition::{PartitionKey, SharedPartition};
 pub use self::view::ClusterView;
 use crate::config::BrokerConfig;
 use crate::logline::log;
@@ -52,7 +53,9 @@ pub struct Replication {
     /// The current session's client; `None` while there is none.
     client: Mutex<Option<Client>>,
     view: RwLock<Arc<ClusterView>>,
-    partitions: Mutex<HashMap<(String, i32), Partition>>,
+    /// Each local partition behind its own lock (Kafka's `leaderIsrUpdateLock`):
+    /// the map's lock is held only to find or add one.
+    partitions: RwLock<HashMap<PartitionKey, SharedPartition>>,
     /// Bumped whenever a role changes (or the view): what wakes idle fetchers
     /// and acks=all waits whose leadership may be gone.
     changed: watch::Sender<u64>,
@@ -95,7 +98,7 @@ impl Replication {
             advertised,
             client: Mutex::new(None),
             view: RwLock::new(Arc::new(ClusterView::default())),
-            partitions: Mutex::new(HashMap::new()),
+            partitions: RwLock::new(HashMap::new()),
             changed: watch::channel(0).0,
             purgatory,
             controller: tokio::sync::Mutex::new(None),

@@ -2,11 +2,19 @@
 //! assigns it, and a leader's bookkeeping: its followers (Kafka's `Replica`:
 //! log end and when each was last caught up), the ISR with its conditional
 //! ZooKeeper writes, the high watermark, and the acks=all wait.
+//!
+//! Each partition has its own read-write lock, as Kafka's
+//! `leaderIsrUpdateLock`: an append holds it shared from the leader check to
+//! the high watermark's move, so a role change (which takes it exclusively)
+//! never lands between them; a follower's fetch also holds it shared, its
+//! bookkeeping under the leader's own small locks.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use parking_lot::{Mutex, RwLock};
 
 use kafka_protocol::ResponseError as E;
 use seglog_core::log::PartitionLog;
@@ -71,10 +79,10 @@ struct LeaderState {
     /// Where this leader's epoch began: a follower joins the ISR only once
     /// it has reached it (it then holds nothing a past leader wrote alone).
     epoch_start: i64,
-    followers: BTreeMap<i32, Replica>,
+    followers: Mutex<BTreeMap<i32, Replica>>,
     /// An ISR write in flight (only one at a time, as in Kafka); an
     /// expansion counts toward the high watermark at once.
-    pending: Option<Vec<i32>>,
+    pending: Mutex<Option<Vec<i32>>>,
     min_insync: usize,
 }
 
@@ -108,10 +116,64 @@ pub struct Followed {
 
 impl LeaderState {
     /// The ISR the high watermark counts: with a pending expansion, the larger one.
-    fn maximal_isr(&self) -> &[i32] {
-        match &self.pending {
-            Some(p) if p.len() > self.isr.len() => p,
-            _ => &self.isr,
+    fn maximal_isr(&self) -> Vec<i32> {
+        match &*self.pending.lock() {
+            Some(p) if p.len() > self.isr.len() => p.clone(),
+            _ => self.isr.clone(),
+        }
+    }
+}
+
+/// What an append as the leader hands back besides its own result: the
+/// leadership it was made in (what an acks=all wait waits within).
+pub type Leadership = u64;
+
+/// A local partition behind its own lock, by (topic, partition).
+pub(super) type SharedPartition = Arc<RwLock<Partition>>;
+pub(super) type PartitionKey = (String, i32);
+
+impl Replication {
+    /// The local partition, if this broker has a role (or had one) for it.
+    fn partition(&self, topic: &str, partition: i32) -> Option<SharedPartition> {
+        self.partitions.read().get(&(topic.to_string(), partition)).cloned()
+    }
+
+    /// The local partitions with their keys, the map's lock released.
+    fn all_partitions(&self) -> Vec<(PartitionKey, SharedPartition)> {
+        self.partitions.read().iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+
+    /// Runs `append` as the partition's leader: the leader check, with
+    /// `acks` = -1 the `min.insync.replicas` check, the append and the high
+    /// watermark's move all under the partition's lock held shared, so no
+    /// role change comes between them. Kafka's code when refused.
+    pub fn append_as_leader<T>(
+        &self,
+        log: &PartitionLog,
+        acks: i16,
+        append: impl FnOnce() -> T,
+    ) -> Result<(T, Leadership), i16> {
+        let (topic, partition) = (log.topic(), log.partition());
+        let Some(p) = self.partition(topic, partition) else {
+            return Err(self.not_here(topic, partition));
+        };
+        let p = p.read();
+        let Role::Leader(l) = &p.role else { return Err(E::NotLeaderOrFollower.code()) };
+        if acks == -1 && l.isr.len() < l.min_insync {
+            return Err(E::NotEnoughReplicas.code());
+        }
+        let out = append();
+        self.advance_high_watermark(log, l);
+        Ok((out, l.leadership))
+    }
+
+    /// The code for a partition this broker has no role for.
+    fn not_here(&self, topic: &str, partition: i32) -> i16 {
+        let known = self.view().replicas(topic, partition).is_some();
+        if known {
+            E::NotLeaderOrFollower.code()
+        } else {
+            E::UnknownTopicOrPartition.code()
         }
     }
 }
@@ -141,13 +203,13 @@ impl Replication {
         // Topics deleted from the cluster go from this broker too.
         let gone: BTreeSet<String> = self
             .partitions
-            .lock()
+            .read()
             .keys()
             .filter(|(t, _)| !view.topics.contains_key(t))
             .map(|(t, _)| t.clone())
             .collect();
         for name in gone {
-            self.partitions.lock().retain(|(t, _), _| *t != name);
+            self.partitions.write().retain(|(t, _), _| *t != name);
             match self.store.delete_topic(&name) {
                 Ok(()) | Err(seglog_core::Error::UnknownTopic(_)) => {
                     note("info", "replica_deleted", &[("topic", &name)])
@@ -200,8 +262,8 @@ impl Replication {
                 return;
             }
         };
-        let mut all = self.partitions.lock();
-        let r = all.entry(key).or_default();
+        let shared = self.partitions.write().entry(key).or_default().clone();
+        let mut r = shared.write();
         let newer = match r.applied {
             None => true,
             Some((epoch, v)) => s.leader_epoch > epoch || (s.leader_epoch == epoch && version > v),
@@ -233,7 +295,7 @@ impl Replication {
                 l.isr = s.isr.clone();
                 l.zk_version = version;
                 l.controller_epoch = s.controller_epoch;
-                l.pending = None;
+                *l.pending.lock() = None;
                 self.advance_high_watermark(&log, l);
                 return;
             }
@@ -254,18 +316,18 @@ impl Replication {
                     (b, Replica { leo: -1, last_caught_up: now, last_fetch_leader_leo: -1, last_fetch: now })
                 })
                 .collect();
-            let mut l = LeaderState {
+            let l = LeaderState {
                 leadership: LEADERSHIPS.fetch_add(1, Ordering::Relaxed),
                 epoch: s.leader_epoch,
                 isr: s.isr.clone(),
                 zk_version: version,
                 controller_epoch: s.controller_epoch,
                 epoch_start: log.log_end_offset(),
-                followers,
-                pending: None,
+                followers: Mutex::new(followers),
+                pending: Mutex::new(None),
                 min_insync: log.config().min_insync_replicas.max(1) as usize,
             };
-            self.advance_high_watermark(&log, &mut l);
+            self.advance_high_watermark(&log, &l);
             note(
                 "info",
                 "became_leader",
@@ -310,12 +372,11 @@ impl Replication {
     /// new session reads the state again (Kafka: a broker whose session
     /// expired assumes it lost every leadership).
     pub(super) fn lose_everything(&self) {
-        let mut all = self.partitions.lock();
-        for r in all.values_mut() {
+        for (_, p) in self.all_partitions() {
+            let mut r = p.write();
             r.role = Role::None;
             r.applied = None;
         }
-        drop(all);
         *self.view.write() = Arc::new(ClusterView::default());
         *self.client.lock() = None;
         self.bump();
@@ -323,15 +384,15 @@ impl Replication {
 
     /// The partitions this broker follows from `leader`.
     pub(super) fn followed_from(&self, leader: i32) -> Vec<Followed> {
-        let all = self.partitions.lock();
         let mut out = Vec::new();
-        for ((topic, partition), r) in all.iter() {
+        for ((topic, partition), p) in self.all_partitions() {
+            let r = p.read();
             if let Role::Follower(f) = &r.role {
                 if f.leader == leader {
-                    if let Ok(log) = self.store.partition(topic, *partition) {
+                    if let Ok(log) = self.store.partition(&topic, partition) {
                         out.push(Followed {
                             topic: topic.clone(),
-                            partition: *partition,
+                            partition,
                             epoch: f.epoch,
                             truncated: f.truncated,
                             log,
@@ -346,9 +407,9 @@ impl Replication {
 
     /// Records that a followed partition's log agrees with its leader of `epoch`.
     pub(super) fn set_truncated(&self, topic: &str, partition: i32, epoch: i32, truncated: bool) {
-        if let Some(Partition { role: Role::Follower(f), .. }) =
-            self.partitions.lock().get_mut(&(topic.to_string(), partition))
-        {
+        let Some(p) = self.partition(topic, partition) else { return };
+        let mut r = p.write();
+        if let Role::Follower(f) = &mut r.role {
             if f.epoch == epoch {
                 f.truncated = truncated;
             }
@@ -362,9 +423,10 @@ impl Replication {
     /// Whether this broker leads the partition, in the epoch the client
     /// names (-1: any). Kafka's codes otherwise.
     pub fn leader_check(&self, topic: &str, partition: i32, current_epoch: i32) -> Result<(), i16> {
-        let all = self.partitions.lock();
-        match all.get(&(topic.to_string(), partition)).map(|r| &r.role) {
-            Some(Role::Leader(l)) => {
+        let Some(p) = self.partition(topic, partition) else { return Err(self.not_here(topic, partition)) };
+        let r = p.read();
+        match &r.role {
+            Role::Leader(l) => {
                 if current_epoch >= 0 && current_epoch < l.epoch {
                     Err(E::FencedLeaderEpoch.code())
                 } else if current_epoch > l.epoch {
@@ -373,11 +435,7 @@ impl Replication {
                     Ok(())
                 }
             }
-            Some(_) => Err(E::NotLeaderOrFollower.code()),
-            None => {
-                let known = self.view().replicas(topic, partition).is_some();
-                Err(if known { E::NotLeaderOrFollower.code() } else { E::UnknownTopicOrPartition.code() })
-            }
+            _ => Err(E::NotLeaderOrFollower.code()),
         }
     }
 
@@ -388,55 +446,52 @@ impl Replication {
     /// read up to the log end).
     pub fn follower_fetched(self: &Arc<Self>, log: &PartitionLog, replica: i32, fetch_offset: i64) -> bool {
         let key = (log.topic().to_string(), log.partition());
-        let mut all = self.partitions.lock();
-        let Some(Partition { role: Role::Leader(l), .. }) = all.get_mut(&key) else { return false };
-        let Some(p) = l.followers.get_mut(&replica) else { return false };
-        let now = Instant::now();
-        let leo = log.log_end_offset();
-        if fetch_offset >= leo {
-            p.last_caught_up = now;
-        } else if fetch_offset >= p.last_fetch_leader_leo {
-            p.last_caught_up = p.last_fetch;
+        let Some(shared) = self.partition(&key.0, key.1) else { return false };
+        let r = shared.read();
+        let Role::Leader(l) = &r.role else { return false };
+        {
+            let mut followers = l.followers.lock();
+            let Some(p) = followers.get_mut(&replica) else { return false };
+            let now = Instant::now();
+            let leo = log.log_end_offset();
+            if fetch_offset >= leo {
+                p.last_caught_up = now;
+            } else if fetch_offset >= p.last_fetch_leader_leo {
+                p.last_caught_up = p.last_fetch;
+            }
+            p.leo = fetch_offset;
+            p.last_fetch_leader_leo = leo;
+            p.last_fetch = now;
         }
-        p.leo = fetch_offset;
-        p.last_fetch_leader_leo = leo;
-        p.last_fetch = now;
         self.advance_high_watermark(log, l);
         let hw = log.high_watermark();
         let joins =
             !l.maximal_isr().contains(&replica) && fetch_offset >= hw && fetch_offset >= l.epoch_start;
-        if joins && l.pending.is_none() {
+        let mut pending = l.pending.lock();
+        if joins && pending.is_none() {
             let mut isr = l.isr.clone();
             isr.push(replica);
-            l.pending = Some(isr.clone());
+            *pending = Some(isr.clone());
             let state = PartitionState::new(l.controller_epoch, self.node_id, l.epoch, isr);
             let (version, epoch) = (l.zk_version, l.epoch);
-            drop(all);
+            drop(pending);
+            drop(r);
             let me = self.clone();
             tokio::spawn(async move { me.write_isr(key, epoch, state, version, "expand").await });
         }
         true
     }
 
-    /// Recomputes the leader's high watermark after its own append.
-    pub fn leader_appended(&self, log: &PartitionLog) {
-        let mut all = self.partitions.lock();
-        if let Some(Partition { role: Role::Leader(l), .. }) =
-            all.get_mut(&(log.topic().to_string(), log.partition()))
-        {
-            self.advance_high_watermark(log, l);
-        }
-    }
-
     /// Kafka's `maybeIncrementLeaderHW`: the smallest log end among the
     /// leader and its (maximal) ISR; unknown follower log ends hold it.
-    fn advance_high_watermark(&self, log: &PartitionLog, l: &mut LeaderState) {
+    fn advance_high_watermark(&self, log: &PartitionLog, l: &LeaderState) {
         let mut hw = log.log_end_offset();
+        let followers = l.followers.lock();
         for r in l.maximal_isr() {
-            if *r == self.node_id {
+            if r == self.node_id {
                 continue;
             }
-            match l.followers.get(r) {
+            match followers.get(&r) {
                 Some(p) if p.leo >= 0 => hw = hw.min(p.leo),
                 _ => return,
             }
@@ -451,15 +506,6 @@ impl Replication {
 
     /// NOT_ENOUGH_REPLICAS before an acks=all append when the ISR is smaller
     /// than `min.insync.replicas`.
-    pub fn min_isr_check(&self, topic: &str, partition: i32) -> Result<(), i16> {
-        let all = self.partitions.lock();
-        match all.get(&(topic.to_string(), partition)).map(|r| &r.role) {
-            Some(Role::Leader(l)) if l.isr.len() < l.min_insync => Err(E::NotEnoughReplicas.code()),
-            Some(Role::Leader(_)) => Ok(()),
-            _ => Err(E::NotLeaderOrFollower.code()),
-        }
-    }
-
     /// Waits until the high watermark covers `end` (the offset after the
     /// append) in the leadership that appended it. 0 when committed;
     /// NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum;
@@ -480,8 +526,9 @@ impl Replication {
         loop {
             changes.borrow_and_update();
             {
-                let all = self.partitions.lock();
-                let Some(Partition { role: Role::Leader(l), .. }) = all.get(&key) else {
+                let Some(p) = self.partition(&key.0, key.1) else { return E::NotLeaderOrFollower.code() };
+                let r = p.read();
+                let Role::Leader(l) = &r.role else {
                     return E::NotLeaderOrFollower.code();
                 };
                 if l.leadership != leadership {
@@ -508,19 +555,10 @@ impl Replication {
         }
     }
 
-    /// The unbroken leadership a partition this broker leads is in (what an
-    /// acks=all write waits within).
-    pub fn leadership(&self, topic: &str, partition: i32) -> Option<u64> {
-        match self.partitions.lock().get(&(topic.to_string(), partition)).map(|r| &r.role) {
-            Some(Role::Leader(l)) => Some(l.leadership),
-            _ => None,
-        }
-    }
-
     /// The leader epoch a partition this broker leads is in.
     pub fn leader_epoch(&self, topic: &str, partition: i32) -> Option<i32> {
-        match self.partitions.lock().get(&(topic.to_string(), partition)).map(|r| &r.role) {
-            Some(Role::Leader(l)) => Some(l.epoch),
+        match &self.partition(topic, partition)?.read().role {
+            Role::Leader(l) => Some(l.epoch),
             _ => None,
         }
     }
@@ -530,32 +568,32 @@ impl Replication {
     pub(super) async fn shrink_isrs(self: &Arc<Self>, _client: &Client) {
         let lag = Duration::from_millis(self.config.replica_lag_time_max_ms);
         let mut writes = Vec::new();
-        {
-            let mut all = self.partitions.lock();
-            for ((topic, partition), r) in all.iter_mut() {
-                let Role::Leader(l) = &mut r.role else { continue };
-                if l.pending.is_some() {
-                    continue;
-                }
-                let Ok(log) = self.store.partition(topic, *partition) else { continue };
-                let leo = log.log_end_offset();
-                let out: BTreeSet<i32> = l
-                    .isr
-                    .iter()
-                    .filter(|&&b| b != self.node_id)
-                    .filter(|b| {
-                        l.followers.get(b).is_some_and(|p| p.leo != leo && p.last_caught_up.elapsed() > lag)
-                    })
-                    .copied()
-                    .collect();
-                if out.is_empty() {
-                    continue;
-                }
-                let isr: Vec<i32> = l.isr.iter().copied().filter(|b| !out.contains(b)).collect();
-                l.pending = Some(isr.clone());
-                let state = PartitionState::new(l.controller_epoch, self.node_id, l.epoch, isr);
-                writes.push(((topic.clone(), *partition), l.epoch, state, l.zk_version));
+        for ((topic, partition), p) in self.all_partitions() {
+            let r = p.read();
+            let Role::Leader(l) = &r.role else { continue };
+            let mut pending = l.pending.lock();
+            if pending.is_some() {
+                continue;
             }
+            let Ok(log) = self.store.partition(&topic, partition) else { continue };
+            let leo = log.log_end_offset();
+            let followers = l.followers.lock();
+            let out: BTreeSet<i32> = l
+                .isr
+                .iter()
+                .filter(|&&b| b != self.node_id)
+                .filter(|b| {
+                    followers.get(b).is_some_and(|p| p.leo != leo && p.last_caught_up.elapsed() > lag)
+                })
+                .copied()
+                .collect();
+            if out.is_empty() {
+                continue;
+            }
+            let isr: Vec<i32> = l.isr.iter().copied().filter(|b| !out.contains(b)).collect();
+            *pending = Some(isr.clone());
+            let state = PartitionState::new(l.controller_epoch, self.node_id, l.epoch, isr);
+            writes.push(((topic.clone(), partition), l.epoch, state, l.zk_version));
         }
         for (key, epoch, state, version) in writes {
             self.write_isr(key, epoch, state, version, "shrink").await;
@@ -592,19 +630,19 @@ impl Replication {
                     ],
                 );
                 let Ok(log) = self.store.partition(&key.0, key.1) else { return };
-                let mut all = self.partitions.lock();
-                if let Some(r) = all.get_mut(&key) {
+                if let Some(p) = self.partition(&key.0, key.1) {
+                    let mut r = p.write();
+                    let r = &mut *r;
                     if let Role::Leader(l) = &mut r.role {
                         if l.epoch == epoch {
                             l.isr = state.isr.clone();
                             l.zk_version = stat.version;
-                            l.pending = None;
+                            *l.pending.lock() = None;
                             r.applied = Some((epoch, stat.version));
                             self.advance_high_watermark(&log, l);
                         }
                     }
                 }
-                drop(all);
                 self.bump();
             }
             Err(ZkError::BadVersion | ZkError::NoNode) => {
@@ -625,12 +663,11 @@ impl Replication {
     /// The leader and under-replicated partition gauges.
     pub(super) fn count_partitions(&self) {
         let view = self.view();
-        let all = self.partitions.lock();
         let (mut leading, mut under) = (0, 0);
-        for ((topic, partition), r) in all.iter() {
-            if let Role::Leader(l) = &r.role {
+        for ((topic, partition), p) in self.all_partitions() {
+            if let Role::Leader(l) = &p.read().role {
                 leading += 1;
-                if view.replicas(topic, *partition).is_some_and(|rs| l.isr.len() < rs.len()) {
+                if view.replicas(&topic, partition).is_some_and(|rs| l.isr.len() < rs.len()) {
                     under += 1;
                 }
             }
@@ -640,9 +677,11 @@ impl Replication {
     }
 
     fn clear_pending(&self, key: &(String, i32), epoch: i32) {
-        if let Some(Partition { role: Role::Leader(l), .. }) = self.partitions.lock().get_mut(key) {
+        let Some(p) = self.partition(&key.0, key.1) else { return };
+        let r = p.read();
+        if let Role::Leader(l) = &r.role {
             if l.epoch == epoch {
-                l.pending = None;
+                *l.pending.lock() = None;
             }
         }
     }
