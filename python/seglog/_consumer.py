@@ -94,8 +94,9 @@ class Consumer:
     GroupInUseError.
 
     ``Consumer(*topics, group_id=..., bootstrap_servers="HOST:PORT")`` (no store)
-    consumes from a broker, seglog's or Kafka's: it fetches over the network and
-    its group goes through the broker's coordinator (Kafka's classic protocol,
+    consumes from a broker, seglog's or Kafka's: each poll fetches every assigned
+    partition a broker leads in one Fetch, and its group goes through the
+    broker's coordinator (Kafka's classic protocol,
     ``partition_assignment_strategy`` "range" and/or "roundrobin",
     ``session_timeout_ms``, ``heartbeat_interval_ms``, ``max_poll_interval_ms``,
     static membership with ``group_instance_id``). It joins in :meth:`poll` and
@@ -112,8 +113,9 @@ class Consumer:
     read-only consumer sees new data as the writer appends it, but cannot
     commit offsets (commits are writes).
 
-    A Consumer is not safe to share between threads (as in Kafka): use one per
-    thread.
+    The logic (positions, resets, assignment, fetching, commits) is one engine
+    in Rust whichever the source; its calls release the GIL. A Consumer is not
+    safe to share between threads (as in Kafka): use one per thread.
 
     >>> import tempfile, seglog
     >>> with seglog.open(tempfile.mkdtemp()) as store:
@@ -201,6 +203,7 @@ class Consumer:
                 bootstrap_servers,
                 group_id,
                 coordinator if group_id is not None else None,
+                key_type=TopicPartition,
                 auto_offset_reset=c["auto_offset_reset"],
                 enable_auto_commit=c["enable_auto_commit"],
                 auto_commit_interval_ms=c["auto_commit_interval_ms"],
@@ -362,8 +365,9 @@ class Consumer:
         if type(limit) is not int or limit <= 0:
             if _offset(limit, "max_records") == 0:
                 raise ValueError("max_records must be positive")
-        polled = self._native.poll(limit, _timeout(timeout_ms))
-        return {TopicPartition(t, p): records for (t, p), records in polled}
+        if type(timeout_ms) is not int and type(timeout_ms) is not float:
+            timeout_ms = _timeout(timeout_ms)
+        return self._native.poll(limit, timeout_ms)
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         # Records are handed out one at a time by a native iterator from the

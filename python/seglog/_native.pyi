@@ -72,6 +72,7 @@ class Consumer:
         group_id: str | None,
         coordinator: str | None,
         *,
+        key_type: type[tuple[str, int]],
         auto_offset_reset: str,
         enable_auto_commit: bool,
         auto_commit_interval_ms: int,
@@ -113,9 +114,8 @@ class Consumer:
     def offsets_for_times(
         self, times: Sequence[tuple[tuple[str, int], int]]
     ) -> list[tuple[int, int] | None]: ...
-    def poll(
-        self, max_records: int, timeout_ms: float
-    ) -> list[tuple[tuple[str, int], list[ConsumerRecord]]]: ...
+    def poll(self, max_records: int, timeout_ms: float) -> dict[Any, list[ConsumerRecord]]:
+        """{key_type(topic, partition): records}."""
     def records(self, timeout_ms: float) -> ConsumerIterator:
         """Records one at a time, waiting up to `timeout_ms` (inf: forever) for more."""
     def poll_columns(self, max_records: int, timeout_ms: float) -> dict[str, Any]: ...

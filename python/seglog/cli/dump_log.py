@@ -1,5 +1,5 @@
 """``seglog dump-log``: print the batches, records and index entries of segment files, as
-kafka-dump-log does; the files are read by :mod:`.segments`."""
+kafka-dump-log does; the files are read by :mod:`seglog.segments`."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from .. import ConsumerRecord
-from ._common import MAX_REPORTED, CliError
 from ..segments import SEGMENT_FILE, Batch, Stop, check_index, iter_log, read_index, scan_log
+from ._common import MAX_REPORTED, CliError
 
 
 def _show(data: bytes | None) -> str:

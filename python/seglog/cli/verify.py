@@ -1,5 +1,5 @@
 """``seglog verify``: walk a whole store, checking every batch, offset and index entry; the
-files are read by :mod:`.segments`."""
+files are read by :mod:`seglog.segments`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import PartitionDescription
-from ._common import INT32_MAX, MAX_REPORTED, CliError, is_store, open_reader, store_path
 from ..segments import (
     INDEX_KINDS,
     SEGMENT_FILE,
@@ -22,6 +21,7 @@ from ..segments import (
     iter_log,
     read_index,
 )
+from ._common import INT32_MAX, MAX_REPORTED, CliError, is_store, open_reader, store_path
 
 
 class _Progress:

@@ -11,7 +11,7 @@ import os
 import random
 import time
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import pyarrow as pa
 
@@ -41,15 +41,15 @@ class Location:
             if not os.path.isdir(self.path):
                 raise FileNotFoundError(f"seglog: no store at path {self.path!r}")
             consumer = Consumer(self.path, read_only=True, **_reader_config(max_bytes))
-            return _LogReader(consumer, "", owned=True)
+            return LogAccess(consumer, "", owned=True)
         assert self.bootstrap_servers is not None
-        return _LogReader(_broker_consumer(self.bootstrap_servers, max_bytes), self._on_broker(), owned=False)
+        return LogAccess(_broker_consumer(self.bootstrap_servers, max_bytes), self._on_broker(), owned=False)
 
     def open_appender(self, lock_timeout_ms: int) -> Appender:
         if self.path is not None:
             store = _open_for_write(self.path, lock_timeout_ms)
             try:
-                return _Appender(Producer(store, acks=1), store, None)
+                return Appender(Producer(store, acks=1), store, None)
             except BaseException:
                 store.close()
                 raise
@@ -59,60 +59,10 @@ class Location:
             producer = Producer(bootstrap_servers=servers, acks="all", client_id="seglog-spark")
         except OSError as e:
             raise type(e)(_unreachable(servers, e)) from None
-        return _Appender(producer, None, servers)
+        return Appender(producer, None, servers)
 
     def _on_broker(self) -> str:
         return f" on the broker at {self.bootstrap_servers}"
-
-
-class LogAccess(Protocol):
-    """What reading needs of a log."""
-
-    def topics(self) -> dict[str, int]:
-        """Every topic and its partition count."""
-        ...
-
-    def partition_count(self, topic: str) -> int:
-        """Raises UnknownTopicOrPartitionError for a missing topic."""
-        ...
-
-    def offsets(self, topic: str, partition: int) -> tuple[int, int]:
-        """The log start offset and the log end offset (high watermark)."""
-        ...
-
-    def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
-        """The first offset whose timestamp is >= timestamp, None if none is."""
-        ...
-
-    def read_arrow(
-        self, topic: str, partition: int, offset: int, max_records: int
-    ) -> tuple[pa.RecordBatch, int | None]:
-        """Records at or after offset as a batch of the 8 Arrow columns, and the
-        offset to read next (None if nothing was read). Raises OffsetOutOfRangeError
-        and UnknownTopicOrPartitionError as a store and a broker do."""
-        ...
-
-    def close(self) -> None: ...
-
-
-class Appender(Protocol):
-    """What writing needs of a log: one write task's appends."""
-
-    def send(
-        self,
-        topic: str,
-        partition: int | None,
-        values: pa.Array,
-        keys: pa.Array | None,
-        headers: pa.Array | None,
-    ) -> list[Span]:
-        """Appends the rows (binary or string columns; headers a list<struct<key,
-        value>> column or None) in order; partition None for Kafka's partitioner."""
-        ...
-
-    def close(self) -> None:
-        """Makes everything sent durable, then releases the log."""
-        ...
 
 
 def _as_bytes(v: Any) -> bytes | None:
@@ -152,9 +102,11 @@ def _broker_consumer(servers: str, max_bytes: int) -> Consumer:
     return consumer
 
 
-class _LogReader:
-    """Reads with a Consumer: metadata and offsets through its lookups, a range of
-    records by assigning the partition, seeking and polling Arrow."""
+class LogAccess:
+    """What reading needs of a log, through a Consumer: topics and partition counts,
+    offsets, offsets by time (its lookups), and a range of records as Arrow (the
+    partition assigned, sought, polled). Raises OffsetOutOfRangeError and
+    UnknownTopicOrPartitionError as a store and a broker do."""
 
     def __init__(self, consumer: Consumer, where: str, owned: bool) -> None:
         self._consumer = consumer
@@ -235,11 +187,13 @@ def _open_for_write(path: str, lock_timeout_ms: int) -> Store:
             delay = min(delay * 2, 0.01)
 
 
-class _Appender:
-    """Appends with a Producer: into a store under its writer lock (acks=1; closing
-    the store fsyncs every partition once and releases the lock), or through a
-    broker (acks=all, idempotent: each batch is durable on the broker once its
-    future completes)."""
+class Appender:
+    """What writing needs of a log, one write task's appends, through a Producer:
+    into a store under its writer lock (acks=1; closing the store fsyncs every
+    partition once and releases the lock), or through a broker (acks=all,
+    idempotent: each batch is durable on the broker once its future completes).
+    ``send`` appends rows (binary or string columns; headers a list<struct<key,
+    value>> column or None) in order, partition None for Kafka's partitioner."""
 
     def __init__(self, producer: Producer, store: Store | None, servers: str | None) -> None:
         self._producer = producer

@@ -68,8 +68,11 @@ impl Decode<PyRecord> for PyDecode {
     }
 }
 
+/// A timeout in milliseconds: inf waits for ever, NaN and <= 0 not at all.
 fn millis(ms: f64) -> Duration {
-    if ms.is_finite() {
+    if ms.is_nan() {
+        Duration::ZERO
+    } else if ms.is_finite() {
         Duration::from_secs_f64((ms / 1000.0).clamp(0.0, 1e9))
     } else {
         Duration::from_secs(1_000_000_000)
@@ -94,6 +97,10 @@ struct State {
 #[pyclass(frozen, module = "seglog._native", name = "Consumer")]
 pub struct Consumer {
     state: Mutex<State>,
+    /// The Python class a poll's keys are made of (seglog.TopicPartition), and
+    /// one key object per partition, made once.
+    key_type: Py<PyAny>,
+    keys: Mutex<HashMap<TopicPartition, Py<PyAny>>>,
     /// Records of `__consumer_offsets` that could not be parsed when the
     /// group's offsets were loaded from a store.
     #[pyo3(get)]
@@ -136,7 +143,7 @@ impl Consumer {
     /// live in the store.
     #[new]
     #[pyo3(signature = (
-        store, bootstrap_servers, group_id, coordinator, *, auto_offset_reset, enable_auto_commit,
+        store, bootstrap_servers, group_id, coordinator, *, key_type, auto_offset_reset, enable_auto_commit,
         auto_commit_interval_ms, max_partition_fetch_bytes, metadata_max_age_ms, fetch_max_wait_ms,
         group_instance_id, session_timeout_ms, heartbeat_interval_ms, max_poll_interval_ms,
         partition_assignment_strategy, client_id, request_timeout_ms
@@ -148,6 +155,7 @@ impl Consumer {
         bootstrap_servers: Option<&str>,
         group_id: Option<&str>,
         coordinator: Option<&str>,
+        key_type: Py<PyAny>,
         auto_offset_reset: &str,
         enable_auto_commit: bool,
         auto_commit_interval_ms: u64,
@@ -221,6 +229,8 @@ impl Consumer {
         })?;
         Ok(Consumer {
             state: Mutex::new(State { engine, decode: PyDecode::default() }),
+            key_type,
+            keys: Mutex::new(HashMap::new()),
             skipped_offset_records: skipped,
             owner: super::Owner::here(),
         })
@@ -287,27 +297,39 @@ impl Consumer {
         self.with(py, |e, _| e.offsets_for_times(&times))
     }
 
-    /// [(topic, partition, [records])] of at most `max_records` records,
-    /// waiting up to `timeout_ms` for some.
+    /// {TopicPartition: [records]} of at most `max_records` records, waiting
+    /// up to `timeout_ms` for some.
     fn poll<'py>(
         &self,
         py: Python<'py>,
         max_records: usize,
         timeout_ms: f64,
-    ) -> PyResult<Vec<(TopicPartition, Bound<'py, PyList>)>> {
+    ) -> PyResult<Bound<'py, PyDict>> {
         let timeout = millis(timeout_ms);
         let got = self.with(py, |e, d| e.poll(max_records, timeout, d))?;
-        let mut out: Vec<(TopicPartition, Bound<'py, PyList>)> = Vec::with_capacity(got.len());
+        let out = PyDict::new(py);
         for (tp, chunk, range) in got {
+            let key = {
+                let mut keys = self.keys.lock();
+                match keys.get(&tp) {
+                    Some(k) => k.clone_ref(py),
+                    None => {
+                        let k = self.key_type.bind(py).call1((tp.0.as_str(), tp.1))?.unbind();
+                        keys.insert(tp, k.clone_ref(py));
+                        k
+                    }
+                }
+            };
             let records = records_list(py, &chunk, range)?;
             // A partition drained and read again in one poll comes twice.
-            match out.iter_mut().find(|(t, _)| *t == tp) {
-                Some((_, list)) => {
+            match out.get_item(&key)? {
+                Some(list) => {
+                    let list = list.cast_into::<PyList>().map_err(PyErr::from)?;
                     for r in records.iter() {
                         list.append(r)?;
                     }
                 }
-                None => out.push((tp, records)),
+                None => out.set_item(key, records)?,
             }
         }
         Ok(out)

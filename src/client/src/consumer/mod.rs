@@ -785,3 +785,7 @@ impl<R> Drop for Consumer<R> {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "consumer_test.rs"]
+mod tests;
