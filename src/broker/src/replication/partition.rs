@@ -7,7 +7,8 @@
 //! `leaderIsrUpdateLock`: an append holds it shared from the leader check to
 //! the high watermark's move, so a role change (which takes it exclusively)
 //! never lands between them; a follower's fetch also holds it shared, its
-//! bookkeeping under the leader's own small locks.
+//! bookkeeping under the leader's own small locks (its followers' progress,
+//! the pending ISR write), which are never held together.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -486,8 +487,10 @@ impl Replication {
     /// leader and its (maximal) ISR; unknown follower log ends hold it.
     fn advance_high_watermark(&self, log: &PartitionLog, l: &LeaderState) {
         let mut hw = log.log_end_offset();
+        // The leader's two small locks are never held together.
+        let isr = l.maximal_isr();
         let followers = l.followers.lock();
-        for r in l.maximal_isr() {
+        for r in isr {
             if r == self.node_id {
                 continue;
             }
@@ -571,26 +574,30 @@ impl Replication {
         for ((topic, partition), p) in self.all_partitions() {
             let r = p.read();
             let Role::Leader(l) = &r.role else { continue };
-            let mut pending = l.pending.lock();
-            if pending.is_some() {
+            if l.pending.lock().is_some() {
                 continue;
             }
             let Ok(log) = self.store.partition(&topic, partition) else { continue };
             let leo = log.log_end_offset();
-            let followers = l.followers.lock();
-            let out: BTreeSet<i32> = l
-                .isr
-                .iter()
-                .filter(|&&b| b != self.node_id)
-                .filter(|b| {
-                    followers.get(b).is_some_and(|p| p.leo != leo && p.last_caught_up.elapsed() > lag)
-                })
-                .copied()
-                .collect();
+            let out: BTreeSet<i32> = {
+                let followers = l.followers.lock();
+                l.isr
+                    .iter()
+                    .filter(|&&b| b != self.node_id)
+                    .filter(|b| {
+                        followers.get(b).is_some_and(|p| p.leo != leo && p.last_caught_up.elapsed() > lag)
+                    })
+                    .copied()
+                    .collect()
+            };
             if out.is_empty() {
                 continue;
             }
             let isr: Vec<i32> = l.isr.iter().copied().filter(|b| !out.contains(b)).collect();
+            let mut pending = l.pending.lock();
+            if pending.is_some() {
+                continue; // an expansion started meanwhile: its write goes first
+            }
             *pending = Some(isr.clone());
             let state = PartitionState::new(l.controller_epoch, self.node_id, l.epoch, isr);
             writes.push(((topic.clone(), partition), l.epoch, state, l.zk_version));
