@@ -66,6 +66,10 @@ pub struct Replication {
     /// Producer ids: the next one and the end (exclusive) of this broker's block.
     producer_ids: tokio::sync::Mutex<(i64, i64)>,
     fetchers: Mutex<HashSet<i32>>,
+    /// Per topic, the newest config znode version applied to the local topic
+    /// (by a view, or by this broker's own config change): held while
+    /// applying, so an older view never undoes a newer config.
+    config_versions: Mutex<HashMap<String, i32>>,
     stopping: watch::Receiver<bool>,
     /// The cluster id in `/cluster/id`.
     cluster_id: Mutex<String>,
@@ -105,6 +109,7 @@ impl Replication {
             last_rebalance: Mutex::new(Instant::now()),
             producer_ids: tokio::sync::Mutex::new((0, 0)),
             fetchers: Mutex::new(HashSet::new()),
+            config_versions: Mutex::new(HashMap::new()),
             stopping,
             cluster_id: Mutex::new(cluster_id),
             metrics,

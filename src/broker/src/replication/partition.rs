@@ -188,7 +188,12 @@ impl Replication {
             if !topic.assignment.iter().any(|r| r.contains(&self.node_id)) {
                 continue;
             }
-            if let Err(e) = self.ensure_local_topic(name, topic.assignment.len() as i32, &topic.config) {
+            if let Err(e) = self.ensure_local_topic(
+                name,
+                topic.assignment.len() as i32,
+                &topic.config,
+                topic.config_version,
+            ) {
                 note("warn", "replica_create_failed", &[("topic", name), ("error", &e)]);
                 continue;
             }
@@ -226,12 +231,15 @@ impl Replication {
         name: &str,
         partitions: i32,
         config: &BTreeMap<String, String>,
+        config_version: i32,
     ) -> seglog_core::Result<()> {
         match self.store.topic(name) {
-            Ok(t) if t.partitions.len() as i32 >= partitions => sync_overrides(&self.store, name, config),
+            Ok(t) if t.partitions.len() as i32 >= partitions => {
+                self.apply_config(name, config, config_version)
+            }
             Ok(_) => {
                 self.store.create_partitions(name, partitions)?;
-                sync_overrides(&self.store, name, config)
+                self.apply_config(name, config, config_version)
             }
             Err(seglog_core::Error::UnknownTopic(_)) => {
                 match self.store.create_topic(name, partitions, config) {
@@ -241,6 +249,23 @@ impl Replication {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Makes the local topic's overrides `config`, read at znode version
+    /// `version`, unless a newer version was applied already.
+    pub(super) fn apply_config(
+        &self,
+        name: &str,
+        config: &BTreeMap<String, String>,
+        version: i32,
+    ) -> seglog_core::Result<()> {
+        let mut applied = self.config_versions.lock();
+        if applied.get(name).is_some_and(|&v| v > version) {
+            return Ok(());
+        }
+        sync_overrides(&self.store, name, config)?;
+        applied.insert(name.to_string(), version);
+        Ok(())
     }
 
     fn apply_state(

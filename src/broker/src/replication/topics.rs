@@ -85,18 +85,16 @@ impl Replication {
         let client = self.connected()?;
         let path = znodes::topic_config_path(name);
         let data = znodes::topic_config_to_json(config);
-        match client.set_data(&path, &data, None).await {
-            Ok(_) => {}
+        let version = match client.set_data(&path, &data, None).await {
+            Ok(stat) => stat.version,
             Err(ZkError::NoNode) => {
                 let persistent = CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
                 client.create(&path, &data, &persistent).await.map_err(refusal)?;
+                0
             }
             Err(e) => return Err(refusal(e)),
-        }
-        let me = self.store.clone();
-        let name = name.to_string();
-        let config = config.clone();
-        tokio::task::block_in_place(move || partition::sync_overrides(&me, &name, &config))
+        };
+        tokio::task::block_in_place(|| self.apply_config(name, config, version))
             .map_err(|e| (E::UnknownServerError.code(), e.to_string()))
     }
 

@@ -21,6 +21,9 @@ pub struct TopicView {
     /// Each partition's replicas, preferred leader first.
     pub assignment: Vec<Vec<i32>>,
     pub config: BTreeMap<String, String>,
+    /// The config znode's version (-1 without one): a view read before a
+    /// config change must not undo it where it was applied already.
+    pub config_version: i32,
     /// Each partition's state; `None` until the controller created it.
     pub states: Vec<Option<VersionedState>>,
 }
@@ -83,10 +86,10 @@ pub async fn read(client: &Client) -> Result<ClusterView, ZkError> {
     for name in children(client, znodes::BROKER_TOPICS).await? {
         let Some((d, _)) = data(client, &znodes::topic_path(&name)).await? else { continue };
         let Some(assignment) = znodes::assignment_from_json(&d) else { continue };
-        let config = data(client, &znodes::topic_config_path(&name))
+        let (config, config_version) = data(client, &znodes::topic_config_path(&name))
             .await?
-            .map(|(d, _)| znodes::topic_config_from_json(&d))
-            .unwrap_or_default();
+            .map(|(d, stat)| (znodes::topic_config_from_json(&d), stat.version))
+            .unwrap_or((BTreeMap::new(), -1));
         let mut states = Vec::with_capacity(assignment.len());
         for p in 0..assignment.len() as i32 {
             let state = data(client, &znodes::state_path(&name, p)).await?.and_then(|(d, stat)| {
@@ -94,7 +97,7 @@ pub async fn read(client: &Client) -> Result<ClusterView, ZkError> {
             });
             states.push(state);
         }
-        view.topics.insert(name, TopicView { assignment, config, states });
+        view.topics.insert(name, TopicView { assignment, config, config_version, states });
     }
     Ok(view)
 }
