@@ -41,11 +41,6 @@ def load_committed(store: _native.Store, group: str) -> dict[tuple[str, int], tu
     return committed
 
 
-def commit(store: _native.Store, group: str, offsets: dict[tuple[str, int], tuple[int, str]]) -> None:
-    """Append the commits durably (acknowledged only once fsynced)."""
-    store.commit_offsets(group, offsets)
-
-
 def _lock_file_name(group: str) -> str:
     """The group id in hex, or (when that would pass the 255-byte file name
     limit) its SHA-256: any legal group id gets a lock file name that fits."""

@@ -14,7 +14,6 @@ __all__ = [
     "ByteBuffer",
     "ConsumerRecord",
     "FutureRecordMetadata",
-    "GroupMember",
     "IndexContents",
     "LogBatch",
     "LogStop",
@@ -550,58 +549,3 @@ class Producer:
     def close(self, timeout: float | None = None) -> None: ...
     @property
     def closed(self) -> bool: ...
-
-@final
-class GroupMember:
-    """A consumer group's member through a broker's coordinator (Kafka's classic
-    protocol: JoinGroup/SyncGroup with the "range" and "roundrobin" assignors, a
-    heartbeat thread, OffsetCommit/OffsetFetch)."""
-
-    def __new__(
-        cls,
-        bootstrap_servers: str,
-        group_id: str,
-        topics: list[str],
-        instance_id: str | None = None,
-        session_timeout_ms: int = 45000,
-        rebalance_timeout_ms: int = 300000,
-        heartbeat_interval_ms: int = 3000,
-        assignors: list[str] | None = None,
-        client_id: str = "seglog",
-        timeout_ms: int = 30000,
-    ) -> GroupMember: ...
-    @property
-    def group_id(self) -> str: ...
-    @property
-    def member_id(self) -> str:
-        """The member id the coordinator gave ("" before the first join)."""
-    @property
-    def generation(self) -> int:
-        """The generation joined last (-1 before the first join)."""
-    @property
-    def protocol(self) -> str | None:
-        """The assignor the group chose (None before the first join)."""
-    @property
-    def is_leader(self) -> bool: ...
-    @property
-    def needs_rejoin(self) -> bool:
-        """Whether the next `poll_assignment` rejoins (the group is rebalancing)."""
-    def poll_assignment(self) -> tuple[int, list[tuple[str, int]], bool]:
-        """(generation, sorted [(topic, partition)], changed since the last call);
-        rejoins first when the group rebalances (or on the first call), waiting for
-        the rest of the group."""
-    def subscribe(self, topics: list[str]) -> None:
-        """Changes the subscription; the next `poll_assignment` rejoins with it."""
-    def commit(self, offsets: list[tuple[str, int, int, str]]) -> None:
-        """Commits [(topic, partition, offset, metadata)] with the member's generation
-        and id; durable when this returns."""
-    def committed(
-        self, partitions: list[tuple[str, int]] | None = None
-    ) -> dict[tuple[str, int], tuple[int, str]]:
-        """{(topic, partition): (offset, metadata)} of the group's committed offsets:
-        of `partitions`, or all of the group's for None."""
-    def leave(self) -> None:
-        """LeaveGroup (the group rebalances at once) and stop heart-beating."""
-    def close(self) -> None:
-        """Stop heart-beating without leaving (the coordinator drops the member after
-        its session timeout; a static member may come back before)."""

@@ -6,7 +6,6 @@ mod broker;
 mod buffer;
 mod consumer;
 mod errors;
-mod group;
 mod inspect;
 mod producer;
 mod records;
@@ -104,7 +103,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(inspect::read_index, m)?)?;
     m.add_function(wrap_pyfunction!(inspect::scan_log, m)?)?;
     m.add_function(wrap_pyfunction!(inspect::check_index, m)?)?;
-    m.add_class::<group::GroupMember>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

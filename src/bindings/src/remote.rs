@@ -3,7 +3,6 @@
 //! network round trip runs with the GIL released.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use parking_lot::Mutex;
 use pyo3::exceptions::PyTypeError;
@@ -11,11 +10,12 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 use seglog_client::admin::{self, GroupOffsets};
 use seglog_client::{
-    fetch_columns, fetch_one, list_offset, ClientConfig, Cluster, FetchOptions, FetchPartition,
-    IdempotentProducer, ProducerConfig,
+    fetch_columns, fetch_one, list_offset, Cluster, FetchOptions, FetchPartition, IdempotentProducer,
+    ProducerConfig,
 };
 use seglog_core::record::Compression;
 
+use crate::consumer::client_config;
 use crate::errors::PyResult;
 use crate::records::{extract_record, to_records, with_new_records, InRecord};
 use crate::store::{columns_to_py, member_dict};
@@ -44,13 +44,7 @@ impl RemoteClient {
     #[new]
     #[pyo3(signature = (bootstrap_servers, client_id = "seglog", timeout_ms = 30000))]
     fn new(py: Python<'_>, bootstrap_servers: &str, client_id: &str, timeout_ms: u64) -> PyResult<Self> {
-        let timeout = Duration::from_millis(timeout_ms.max(1));
-        let config = ClientConfig {
-            client_id: client_id.to_string(),
-            connect_timeout: timeout,
-            request_timeout: timeout,
-            ..ClientConfig::default()
-        };
+        let config = client_config(client_id, timeout_ms);
         let cluster = py.detach(|| Cluster::connect(bootstrap_servers, config))?;
         Ok(RemoteClient {
             cluster: Arc::new(cluster),

@@ -13,7 +13,7 @@ use kafka_protocol::messages::offset_commit_request::{
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::{
     CreateTopicsRequest, DeleteGroupsRequest, DeleteTopicsRequest, DescribeGroupsRequest, GroupId,
-    ListGroupsRequest, OffsetCommitRequest, OffsetFetchRequest, TopicName,
+    ListGroupsRequest, OffsetCommitRequest, OffsetFetchRequest, OffsetFetchResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use seglog_core::error::{Error, Result};
@@ -155,7 +155,7 @@ pub struct GroupDescription {
 }
 
 /// (offset, metadata) per (topic, partition), as committed.
-pub type GroupOffsets = BTreeMap<(String, i32), (i64, String)>;
+pub type GroupOffsets = seglog_core::group::CommittedOffsets;
 
 const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
 const COORDINATOR_NOT_AVAILABLE: i16 = 15;
@@ -310,28 +310,32 @@ pub fn fetch_offsets(
         if answer.error_code != errors::NONE {
             return Ok(Err((answer.error_code, None)));
         }
-        let mut out = GroupOffsets::new();
-        for t in answer.topics {
-            for p in t.partitions {
-                if p.error_code != errors::NONE {
-                    return Err(errors::from_code(
-                        p.error_code,
-                        About {
-                            api: "OffsetFetch",
-                            topic: t.name.0.as_str(),
-                            partition: p.partition_index,
-                            message: None,
-                        },
-                    ));
-                }
-                if p.committed_offset >= 0 {
-                    let metadata = p.metadata.map(|m| m.to_string()).unwrap_or_default();
-                    out.insert((t.name.0.to_string(), p.partition_index), (p.committed_offset, metadata));
-                }
+        Ok(Ok(committed_offsets(&answer)?))
+    })
+}
+
+/// The offsets an OffsetFetch answer holds (partitions without a committed
+/// offset left out); the first partition's error fails it.
+pub(crate) fn committed_offsets(answer: &OffsetFetchResponse) -> Result<GroupOffsets> {
+    let mut out = GroupOffsets::new();
+    for t in &answer.topics {
+        for p in &t.partitions {
+            if p.error_code != errors::NONE {
+                let about = About {
+                    api: "OffsetFetch",
+                    topic: t.name.0.as_str(),
+                    partition: p.partition_index,
+                    message: None,
+                };
+                return Err(errors::from_code(p.error_code, about));
+            }
+            if p.committed_offset >= 0 {
+                let metadata = p.metadata.as_ref().map(|m| m.to_string()).unwrap_or_default();
+                out.insert((t.name.0.to_string(), p.partition_index), (p.committed_offset, metadata));
             }
         }
-        Ok(Ok(out))
-    })
+    }
+    Ok(out)
 }
 
 /// Commits `offsets` for `group` as a tool does, not as a member: generation

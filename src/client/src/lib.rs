@@ -29,6 +29,6 @@ pub use connection::{Connection, Request, Versions, IMPLEMENTED};
 pub use fetch::{
     fetch, fetch_columns, fetch_one, FetchOptions, FetchPartition, FetchedPartition, FetchedRecord,
 };
-pub use group::{Assignment, CommittedOffset, GroupMember, MemberConfig};
+pub use group::{Assignment, GroupMember, MemberConfig};
 pub use list_offsets::{list_offset, list_offsets, EARLIEST, LATEST};
 pub use producer::{IdempotentProducer, ProduceResult, ProducerConfig};

@@ -201,11 +201,11 @@ fn commits_are_fetched_back_and_stale_generations_refused() {
     member.commit(&[("t".into(), 0, 5, "meta".into()), ("t".into(), 1, 7, String::new())]).expect("commit");
     let got = member.committed(None).expect("committed");
     assert_eq!(got.len(), 2);
-    assert_eq!((got[0].offset, got[0].metadata.as_str()), (5, "meta"));
-    assert_eq!(got[1].offset, 7);
+    assert_eq!(got[&("t".to_string(), 0)], (5, "meta".to_string()));
+    assert_eq!(got[&("t".to_string(), 1)].0, 7);
     let one = member.committed(Some(&[("t".into(), 1)])).expect("committed");
     assert_eq!(one.len(), 1);
-    assert_eq!(one[0].offset, 7);
+    assert_eq!(one[&("t".to_string(), 1)].0, 7);
     member.leave().expect("leave");
     // A left member cannot commit; a plain offset store (no member) can read.
     assert!(member.commit(&[("t".into(), 0, 6, String::new())]).is_err());

@@ -52,11 +52,7 @@ impl Membership {
                     tps.iter().filter_map(|tp| committed.get(tp).map(|c| (tp.clone(), c.clone()))).collect()
                 }
             }),
-            Membership::Coordinated(member) => Ok(member
-                .committed(partitions)?
-                .into_iter()
-                .map(|c| ((c.topic, c.partition), (c.offset, c.metadata)))
-                .collect()),
+            Membership::Coordinated(member) => member.committed(partitions),
         }
     }
 

@@ -21,6 +21,7 @@ use seglog_core::client::columns::Columns;
 use seglog_core::client::consumer_read::DecodedBatch;
 use seglog_core::error::{Error, Result};
 use seglog_core::group::CommittedOffsets;
+use seglog_core::log::is_internal_topic;
 
 pub use chunk::{Chunk, Record};
 pub use membership::Membership;
@@ -323,7 +324,7 @@ impl<R: Record> Consumer<R> {
             .into_iter()
             .filter(|t| {
                 sub.names.contains(t)
-                    || (!source::is_internal(t) && sub.pattern.as_ref().is_some_and(|p| p.is_match(t)))
+                    || (!is_internal_topic(t) && sub.pattern.as_ref().is_some_and(|p| p.is_match(t)))
             })
             .collect())
     }

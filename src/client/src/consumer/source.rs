@@ -8,7 +8,6 @@ use std::time::Duration;
 use seglog_core::client::columns::Columns;
 use seglog_core::client::consumer_read::{read_batches, read_columns, DecodedBatch};
 use seglog_core::error::{kafka_codes, Error, Result};
-use seglog_core::group::OFFSETS_TOPIC;
 use seglog_core::store::Store;
 
 use crate::cluster::Cluster;
@@ -262,9 +261,4 @@ impl Source for BrokerSource {
         }
         Ok((columns, nexts))
     }
-}
-
-/// Whether a topic is internal (never matched by a subscription pattern).
-pub fn is_internal(topic: &str) -> bool {
-    topic == OFFSETS_TOPIC
 }

@@ -33,7 +33,7 @@ use seglog_core::error::kafka_codes::{
 };
 use seglog_core::error::{Error, Result};
 
-use crate::admin::offset_fetch_topics;
+use crate::admin::{committed_offsets, offset_fetch_topics, GroupOffsets};
 use crate::assignor::{assign, Subscriber, ASSIGNORS};
 use crate::cluster::Cluster;
 use crate::connection::Connection;
@@ -87,15 +87,6 @@ pub struct Assignment {
     /// Whether the partitions differ from those the previous call answered
     /// (the first call: whether there are any).
     pub changed: bool,
-}
-
-/// A committed offset as OffsetFetch answers it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CommittedOffset {
-    pub topic: String,
-    pub partition: i32,
-    pub offset: i64,
-    pub metadata: String,
 }
 
 #[derive(Debug, Default)]
@@ -356,7 +347,7 @@ impl GroupMember {
 
     /// The group's committed offsets of `partitions` (all of the group's for
     /// None); partitions without one are left out.
-    pub fn committed(&self, partitions: Option<&[(String, i32)]>) -> Result<Vec<CommittedOffset>> {
+    pub fn committed(&self, partitions: Option<&[(String, i32)]>) -> Result<GroupOffsets> {
         self.shared.check_open()?;
         let topics = partitions.map(offset_fetch_topics);
         let group = &self.shared.config.group_id;
@@ -387,31 +378,7 @@ impl GroupMember {
         if answer.error_code != errors::NONE {
             return Err(code_error("OffsetFetch", answer.error_code, group));
         }
-        let mut out = Vec::new();
-        for t in &answer.topics {
-            for p in &t.partitions {
-                if p.error_code != errors::NONE {
-                    return Err(errors::from_code(
-                        p.error_code,
-                        About {
-                            api: "OffsetFetch",
-                            topic: t.name.0.as_str(),
-                            partition: p.partition_index,
-                            message: None,
-                        },
-                    ));
-                }
-                if p.committed_offset >= 0 {
-                    out.push(CommittedOffset {
-                        topic: t.name.0.to_string(),
-                        partition: p.partition_index,
-                        offset: p.committed_offset,
-                        metadata: p.metadata.as_ref().map(|m| m.to_string()).unwrap_or_default(),
-                    });
-                }
-            }
-        }
-        Ok(out)
+        committed_offsets(&answer)
     }
 
     /// Sends LeaveGroup (the group rebalances at once instead of after the
