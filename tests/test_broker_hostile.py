@@ -25,6 +25,7 @@ from broker_helpers import (
     fetch_request_v4,
     frame,
     recv_response,
+    string,
 )
 from cluster_helpers import wait_for
 from test_broker_input import alive, metric, serve
@@ -277,4 +278,68 @@ def test_a_request_that_would_decode_past_the_request_memory_is_refused(tmp_path
             10,
         )
         assert_serves(served.bootstrap)
+        alive(served)
+
+
+def slow_reader(port: int) -> socket.socket:
+    """A connection whose receive window is a few kilobytes from the start."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.settimeout(10)
+    s.connect(("127.0.0.1", port))
+    return s
+
+
+def describe_configs(correlation_id: int, topic: str, copies: int) -> bytes:
+    """DescribeConfigs v1 naming one topic `copies` times, with synonyms: a request of
+    8 bytes a copy whose answer is about 1.4 kB a copy."""
+    resource = struct.pack(">b", 2) + string(topic) + struct.pack(">i", -1)
+    return frame(32, 1, correlation_id, struct.pack(">i", copies) + resource * copies + b"\x01")
+
+
+def test_large_responses_nobody_reads_hold_at_most_the_response_memory(tmp_path: Path) -> None:
+    # 50 clients each ask for a 5.6 MB answer with a 32 kB request (more than a
+    # socket's send buffer takes) and never read it. The broker holds at most
+    # queued.max.response.bytes of answers (held whole, they would take 280 MB); the
+    # others wait for room holding nothing and are made again once there is some.
+    # Clients with small answers are served throughout, and once the stalled clients
+    # are gone a large answer is served again.
+    path = tmp_path / "store"
+    with seglog.open(path) as store:
+        store.create_topic("t", partitions=1)
+    cap = 8 << 20
+    request = describe_configs(7, "t", 4000)
+    with serve(path, "--config", f"queued.max.response.bytes={cap}") as served:
+        assert_serves(served.bootstrap)
+        with connect(served.port) as s:
+            s.sendall(request)
+            _, answer = recv_response(s)
+        assert len(answer) > 5 << 20
+        fds = baseline_fds(served)
+        baseline = served.rss_kib()
+        socks = []
+        try:
+            for _ in range(50):
+                s = slow_reader(served.port)
+                s.sendall(request)
+                socks.append(s)
+            wait_until(
+                "answers waiting for room", lambda: metric(served, "seglog_responses_deferred_total") >= 45
+            )
+            held = metric(served, "seglog_queued_response_bytes")
+            # The pool, plus a small answer of the well-behaved client's at most.
+            assert held <= cap + (64 << 10), held
+            grown = served.rss_kib() - baseline
+            # The pool, and the answers being made (two at a time, each some tens of
+            # megabytes before it is encoded); without the pool, 270 MB.
+            assert grown < 112 * 1024, f"RSS grew by {grown} KiB"
+            assert_serves(served.bootstrap)
+        finally:
+            for s in socks:
+                reset(s)
+        wait_until("the room given back", lambda: metric(served, "seglog_queued_response_bytes") == 0)
+        wait_until("the broker's descriptors back to their baseline", lambda: open_fds(served) <= fds)
+        with connect(served.port) as s:
+            s.sendall(request)
+            assert recv_response(s) == (7, answer)
         alive(served)

@@ -20,6 +20,12 @@ pub struct BrokerConfig {
     /// answered, broker-wide (None: unbounded, Kafka's -1). Connections stop
     /// being read from while it is used up.
     pub queued_max_request_bytes: Option<usize>,
+    /// `queued.max.response.bytes`: the bytes of all responses built and not
+    /// yet written, broker-wide (None: unbounded). Responses over 64 KiB wait
+    /// for room; those of read-only requests are made again once there is
+    /// room, holding nothing meanwhile. File bytes a Fetch sends are not in
+    /// memory and not counted.
+    pub queued_max_response_bytes: Option<usize>,
     /// `connections.max.idle.ms`: a connection silent this long is closed, and
     /// so is one whose client takes no bytes of its response this long.
     pub connections_max_idle_ms: u64,
@@ -85,6 +91,7 @@ impl Default for BrokerConfig {
             advertised_listener: None,
             socket_request_max_bytes: 100 << 20,
             queued_max_request_bytes: Some(QUEUED_MAX_REQUEST_BYTES),
+            queued_max_response_bytes: Some(QUEUED_MAX_RESPONSE_BYTES),
             connections_max_idle_ms: 600_000,
             sendfile: true,
             slow_request_ms: 1_000,
@@ -117,6 +124,9 @@ impl Default for BrokerConfig {
 /// request bytes; room for several requests of the largest size.
 pub const QUEUED_MAX_REQUEST_BYTES: usize = 512 << 20;
 
+/// The default of `queued.max.response.bytes`.
+pub const QUEUED_MAX_RESPONSE_BYTES: usize = 256 << 20;
+
 /// The broker keys `from_map` understands; everything else goes to the store.
 pub const BROKER_KEYS: &[&str] = &[
     "node.id",
@@ -124,6 +134,7 @@ pub const BROKER_KEYS: &[&str] = &[
     "advertised.listeners",
     "socket.request.max.bytes",
     "queued.max.request.bytes",
+    "queued.max.response.bytes",
     "connections.max.idle.ms",
     "socket.sendfile.enable",
     "log.slow.request.ms",
@@ -207,17 +218,8 @@ impl BrokerConfig {
                 "socket.request.max.bytes" => {
                     c.socket_request_max_bytes = int(key, value, 1024, i32::MAX.into())? as usize
                 }
-                "queued.max.request.bytes" => {
-                    c.queued_max_request_bytes = match int(key, value, -1, i64::MAX)? {
-                        -1 => None,
-                        n if n >= 1 => Some(n as usize),
-                        _ => {
-                            return Err(Error::InvalidConfig(format!(
-                                "{key}: expected -1 (unbounded) or a positive number of bytes, got {value:?}"
-                            )))
-                        }
-                    }
-                }
+                "queued.max.request.bytes" => c.queued_max_request_bytes = bound(key, value)?,
+                "queued.max.response.bytes" => c.queued_max_response_bytes = bound(key, value)?,
                 "connections.max.idle.ms" => c.connections_max_idle_ms = int(key, value, 1, i64::MAX)? as u64,
                 "socket.sendfile.enable" => c.sendfile = boolean(key, value)?,
                 "log.slow.request.ms" => c.slow_request_ms = int(key, value, 0, i64::MAX)? as u64,
@@ -291,6 +293,17 @@ impl BrokerConfig {
             )));
         }
         Ok(c)
+    }
+}
+
+/// A memory bound: -1 for none, else a positive number of bytes.
+fn bound(key: &str, value: &str) -> Result<Option<usize>> {
+    match int(key, value, -1, i64::MAX)? {
+        -1 => Ok(None),
+        n if n >= 1 => Ok(Some(n as usize)),
+        _ => Err(Error::InvalidConfig(format!(
+            "{key}: expected -1 (unbounded) or a positive number of bytes, got {value:?}"
+        ))),
     }
 }
 

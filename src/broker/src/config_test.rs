@@ -49,3 +49,19 @@ fn group_keys_apply_and_session_bounds_must_be_ordered() {
     .to_string();
     assert!(e.contains("group.min.session.timeout.ms"), "{e}");
 }
+
+#[test]
+fn memory_bounds_take_bytes_or_minus_one_for_none() {
+    let c = BrokerConfig::from_map(&map(&[
+        ("queued.max.request.bytes", "-1"),
+        ("queued.max.response.bytes", "1048576"),
+    ]))
+    .unwrap();
+    assert_eq!((c.queued_max_request_bytes, c.queued_max_response_bytes), (None, Some(1 << 20)));
+    let c = BrokerConfig::from_map(&map(&[("queued.max.response.bytes", "-1")])).unwrap();
+    assert_eq!(c.queued_max_response_bytes, None);
+    for bad in ["0", "-2", "lots"] {
+        let e = BrokerConfig::from_map(&map(&[("queued.max.response.bytes", bad)])).unwrap_err().to_string();
+        assert!(e.contains("queued.max.response.bytes"), "{e}");
+    }
+}

@@ -4,7 +4,9 @@
 //! than making the broker buffer without bound. What a client can hold is
 //! bounded: a parked Produce or Fetch is dropped when its client goes away, a
 //! response that makes no progress for `connections.max.idle.ms` closes the
-//! connection, and request bytes come from the broker's request memory.
+//! connection, request bytes come from the broker's request memory, and
+//! large responses wait for room in its response memory before they are
+//! written.
 
 use std::io::ErrorKind;
 use std::net::SocketAddr;
@@ -17,9 +19,10 @@ use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use crate::frame::{read_frame, FrameError, HeaderStart};
+use crate::frame::{read_frame, reserve_decoding, FrameError, HeaderStart};
 use crate::handlers::{handle, Outcome};
 use crate::logline::log;
+use crate::memory::{Reservation, SMALL};
 use crate::response::write_response;
 use crate::server::Shared;
 
@@ -63,7 +66,7 @@ pub async fn serve_connection(
             Ok(Ok(frame)) => frame,
         };
         if !is_produce(&frame.bytes) {
-            if let Err(needed) = shared.request_memory.reserve_decoding(&mut frame).await {
+            if let Err(needed) = reserve_decoding(&shared.request_memory, &mut frame).await {
                 metrics.connection_errors.inc();
                 let reason = format!(
                     "a request of {} bytes other than Produce may take {needed} bytes decoded, more than \
@@ -75,7 +78,7 @@ pub async fn serve_connection(
             }
         }
         let started = Instant::now();
-        let handled = PEER.scope(peer, handle(&shared, frame.bytes.clone()));
+        let handled = answer(&shared, peer, frame.bytes.clone());
         let outcome = if parks(&frame.bytes) {
             // A long poll or an acks=all wait: given up once its client is gone.
             tokio::select! {
@@ -88,6 +91,7 @@ pub async fn serve_connection(
         } else {
             handled.await
         };
+        let (outcome, _room) = with_room(&shared, peer, &frame.bytes, outcome).await;
         let api = outcome.api();
         match outcome {
             Outcome::Respond { response, .. } => {
@@ -121,6 +125,75 @@ pub async fn serve_connection(
         }
     }
     metrics.connections.dec();
+}
+
+/// Handles one request. Read-only requests, whose answers can be as large as
+/// the cluster (Metadata for every topic, ListGroups), are answered a few at a
+/// time (one per network thread): making an answer takes CPU and memory, and
+/// a crowd of such requests gains nothing from more at once.
+async fn answer(shared: &Arc<Shared>, peer: SocketAddr, frame: bytes::Bytes) -> Outcome {
+    let _turn = match answerable_again(&frame) {
+        // The semaphore is never closed.
+        true => shared.answering.acquire().await.ok(),
+        false => None,
+    };
+    PEER.scope(peer, handle(shared, frame)).await
+}
+
+/// Takes room in the broker's response memory for `outcome`'s response, held
+/// until it is written. A response of up to 64 KiB is only counted. A larger
+/// one is written at once if the pool has room; if not, a read-only request's
+/// response is dropped, and the request answered again once room for that
+/// size is free (holding nothing meanwhile); any other request's effects are
+/// done, so its response waits for room as it is.
+async fn with_room(
+    shared: &Arc<Shared>,
+    peer: SocketAddr,
+    frame: &bytes::Bytes,
+    mut outcome: Outcome,
+) -> (Outcome, Option<Reservation>) {
+    let memory = &shared.response_memory;
+    let mut room: Option<Reservation> = None;
+    loop {
+        let Outcome::Respond { response, .. } = &outcome else { return (outcome, None) };
+        let size = response.in_memory();
+        if room.as_ref().is_some_and(|r| r.bytes() >= size) {
+            return (outcome, room);
+        }
+        drop(room);
+        if size <= SMALL {
+            return (outcome, Some(memory.reserve(size, false).await));
+        }
+        if let Some(r) = memory.try_reserve(size) {
+            return (outcome, Some(r));
+        }
+        if !answerable_again(frame) {
+            return (outcome, Some(memory.reserve(size, true).await));
+        }
+        drop(outcome);
+        shared.metrics.responses_deferred.inc();
+        room = Some(memory.reserve(size, true).await);
+        outcome = answer(shared, peer, frame.clone()).await;
+    }
+}
+
+/// Requests with no effect that answering twice would repeat (Metadata's
+/// topic auto-creation happens once): their answer can be dropped and made
+/// again.
+fn answerable_again(frame: &[u8]) -> bool {
+    const READS: &[ApiKey] = &[
+        ApiKey::Metadata,
+        ApiKey::ApiVersions,
+        ApiKey::DescribeConfigs,
+        ApiKey::DescribeCluster,
+        ApiKey::DescribeGroups,
+        ApiKey::ListGroups,
+        ApiKey::ListOffsets,
+        ApiKey::OffsetFetch,
+        ApiKey::FindCoordinator,
+        ApiKey::OffsetForLeaderEpoch,
+    ];
+    HeaderStart::peek(frame).is_some_and(|h| READS.iter().any(|k| *k as i16 == h.api_key))
 }
 
 /// Whether a request may wait at the broker for others' doing (a Fetch for

@@ -8,12 +8,11 @@
 //! on each other), and small requests never wait for large ones.
 
 use std::fmt;
-use std::sync::Arc;
 
 use bytes::Bytes;
-use prometheus_client::metrics::gauge::Gauge;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::memory::{Memory, Reservation, SMALL};
 
 /// Why a connection's input cannot be served; the connection is closed with a
 /// log line naming it.
@@ -55,80 +54,33 @@ pub const MIN_REQUEST: usize = 8;
 
 /// The first read of a frame's body takes at most this much room; the buffer
 /// then doubles as bytes keep arriving, up to the frame's size.
-const FIRST_READ: usize = 64 << 10;
-
-/// The memory of the requests read and not yet answered, broker-wide: the
-/// pool of `queued.max.request.bytes` (None: unbounded) that large requests
-/// wait on, and the gauge of bytes held by all requests.
-#[derive(Clone, Default)]
-pub struct RequestMemory {
-    pool: Option<Arc<Semaphore>>,
-    capacity: usize,
-    held: Gauge,
-}
+const FIRST_READ: usize = SMALL;
 
 /// What a request other than a Produce may take in memory once decoded, per
 /// byte of its frame: an array entry of two bytes on the wire (an empty name)
 /// becomes a struct of about a hundred.
 pub const DECODED_PER_BYTE: usize = 100;
 
-impl RequestMemory {
-    /// A pool of `bytes` (None: no bound) whose use `held` shows.
-    pub fn new(bytes: Option<usize>, held: Gauge) -> RequestMemory {
-        RequestMemory { pool: bytes.map(|b| Arc::new(Semaphore::new(b))), capacity: bytes.unwrap_or(0), held }
+/// Takes room in the request memory for decoding `frame` (a request other
+/// than a Produce, whose records stay bytes): beyond the first read,
+/// `DECODED_PER_BYTE` times its size, held with the frame. `Err(needed)`
+/// where that is more than the pool holds in all: such a request is refused,
+/// not decoded.
+pub async fn reserve_decoding(memory: &Memory, frame: &mut Frame) -> Result<(), usize> {
+    let len = frame.bytes.len();
+    let Some(capacity) = memory.capacity() else { return Ok(()) };
+    if len <= FIRST_READ {
+        return Ok(());
     }
-
-    /// Takes room for decoding `frame` (a request other than a Produce, whose
-    /// records stay bytes): beyond the first read, `DECODED_PER_BYTE` times
-    /// its size, held with the frame. `Err(needed)` where that is more than
-    /// the pool holds in all: such a request is refused, not decoded.
-    pub async fn reserve_decoding(&self, frame: &mut Frame) -> Result<(), usize> {
-        let len = frame.bytes.len();
-        if self.pool.is_none() || len <= FIRST_READ {
-            return Ok(());
-        }
-        let needed = len.saturating_mul(DECODED_PER_BYTE);
-        if needed > self.capacity {
-            return Err(needed);
-        }
-        // The frame's own room is given back first: a request waiting for room
-        // holds none.
-        frame.memory = self.reserve(0, false).await;
-        frame.memory = self.reserve(needed, true).await;
-        Ok(())
+    let needed = len.saturating_mul(DECODED_PER_BYTE);
+    if needed > capacity {
+        return Err(needed);
     }
-
-    /// Bytes of requests held now.
-    #[cfg(test)]
-    pub fn in_use(&self) -> usize {
-        self.held.get().max(0) as usize
-    }
-
-    /// `bytes` counted, and taken from the pool when `pooled` (waiting for
-    /// room until there is).
-    async fn reserve(&self, bytes: usize, pooled: bool) -> Reservation {
-        let mut permit = None;
-        if let (Some(pool), true) = (&self.pool, pooled) {
-            // The semaphore is never closed; bytes are at most
-            // socket.request.max.bytes, an i32.
-            permit = pool.clone().acquire_many_owned(bytes.min(u32::MAX as usize) as u32).await.ok();
-        }
-        self.held.inc_by(bytes as i64);
-        Reservation { _permit: permit, bytes, held: self.held.clone() }
-    }
-}
-
-/// Room taken from the request memory, given back when dropped.
-struct Reservation {
-    _permit: Option<OwnedSemaphorePermit>,
-    bytes: usize,
-    held: Gauge,
-}
-
-impl Drop for Reservation {
-    fn drop(&mut self) {
-        self.held.dec_by(self.bytes as i64);
-    }
+    // The frame's own room is given back first: a request waiting for room
+    // holds none.
+    frame.memory = memory.reserve(0, false).await;
+    frame.memory = memory.reserve(needed, true).await;
+    Ok(())
 }
 
 /// One request's bytes and the room they hold in the broker's request memory,
@@ -142,7 +94,7 @@ pub struct Frame {
 pub async fn read_frame<R: AsyncRead + Unpin>(
     r: &mut R,
     max: usize,
-    memory: &RequestMemory,
+    memory: &Memory,
 ) -> Result<Frame, FrameError> {
     let mut size = [0u8; 4];
     let mut got = 0;

@@ -7,7 +7,7 @@ fn run<T>(f: impl std::future::Future<Output = T>) -> T {
 #[test]
 fn a_frame_is_read_whole() {
     let mut input: &[u8] = &[0, 0, 0, 8, 0, 18, 0, 3, 0, 0, 0, 7, 99];
-    let f = run(read_frame(&mut input, 1024, &RequestMemory::default())).unwrap().bytes;
+    let f = run(read_frame(&mut input, 1024, &Memory::default())).unwrap().bytes;
     assert_eq!(&f[..], &[0, 18, 0, 3, 0, 0, 0, 7]);
     let h = HeaderStart::peek(&f).unwrap();
     assert_eq!((h.api_key, h.api_version, h.correlation_id), (18, 3, 7));
@@ -17,17 +17,17 @@ fn a_frame_is_read_whole() {
 fn sizes_are_checked_before_allocating() {
     let mut huge: &[u8] = &[0x7f, 0xff, 0xff, 0xff];
     assert!(matches!(
-        run(read_frame(&mut huge, 1 << 20, &RequestMemory::default())),
+        run(read_frame(&mut huge, 1 << 20, &Memory::default())),
         Err(FrameError::BadSize { .. })
     ));
     let mut negative: &[u8] = &[0xff, 0xff, 0xff, 0xf0];
     assert!(matches!(
-        run(read_frame(&mut negative, 1 << 20, &RequestMemory::default())),
+        run(read_frame(&mut negative, 1 << 20, &Memory::default())),
         Err(FrameError::BadSize { .. })
     ));
     let mut tiny: &[u8] = &[0, 0, 0, 3, 1, 2, 3];
     assert!(matches!(
-        run(read_frame(&mut tiny, 1 << 20, &RequestMemory::default())),
+        run(read_frame(&mut tiny, 1 << 20, &Memory::default())),
         Err(FrameError::BadSize { .. })
     ));
 }
@@ -35,15 +35,15 @@ fn sizes_are_checked_before_allocating() {
 #[test]
 fn truncation_and_clean_close_differ() {
     let mut empty: &[u8] = &[];
-    assert!(matches!(run(read_frame(&mut empty, 1024, &RequestMemory::default())), Err(FrameError::Closed)));
+    assert!(matches!(run(read_frame(&mut empty, 1024, &Memory::default())), Err(FrameError::Closed)));
     let mut cut: &[u8] = &[0, 0, 0, 20, 1, 2];
     assert!(matches!(
-        run(read_frame(&mut cut, 1024, &RequestMemory::default())),
+        run(read_frame(&mut cut, 1024, &Memory::default())),
         Err(FrameError::Truncated { wanted: 20, got: 2 })
     ));
     let mut cut_size: &[u8] = &[0, 0];
     assert!(matches!(
-        run(read_frame(&mut cut_size, 1024, &RequestMemory::default())),
+        run(read_frame(&mut cut_size, 1024, &Memory::default())),
         Err(FrameError::Truncated { wanted: 4, got: 2 })
     ));
 }
@@ -55,7 +55,7 @@ async fn poll_once<F: std::future::Future>(mut f: std::pin::Pin<&mut F>) -> std:
 
 #[test]
 fn memory_is_taken_as_bytes_arrive_and_given_back_with_the_frame() {
-    let memory = RequestMemory::new(Some(1 << 20), Default::default());
+    let memory = Memory::new(Some(1 << 20), Default::default());
     // A 300,000-byte request arriving whole: its bytes, then the room they held back.
     let body: Vec<u8> = (0..300_000u32).map(|i| i as u8).collect();
     let mut input = 300_000u32.to_be_bytes().to_vec();
@@ -87,7 +87,7 @@ fn memory_is_taken_as_bytes_arrive_and_given_back_with_the_frame() {
 
 #[test]
 fn a_full_pool_holds_a_frame_until_room_is_given_back() {
-    let memory = RequestMemory::new(Some(100_000), Default::default());
+    let memory = Memory::new(Some(100_000), Default::default());
     let frame_of = |n: u32| {
         let mut v = n.to_be_bytes().to_vec();
         v.extend(std::iter::repeat_n(1u8, n as usize));
@@ -117,23 +117,23 @@ fn decoding_room_is_a_multiple_of_a_large_frame_and_refused_past_the_pool() {
     };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
-        let memory = RequestMemory::new(Some(20 << 20), Default::default());
+        let memory = Memory::new(Some(20 << 20), Default::default());
         // Small frames are not charged.
         let small = frame_of(1000);
         let mut f = read_frame(&mut &small[..], 1 << 20, &memory).await.unwrap();
-        memory.reserve_decoding(&mut f).await.unwrap();
+        reserve_decoding(&memory, &mut f).await.unwrap();
         assert_eq!(memory.in_use(), 1000);
         drop(f);
         // 100 KiB: 100 times that, held with the frame.
         let big = frame_of(100 << 10);
         let mut f = read_frame(&mut &big[..], 1 << 20, &memory).await.unwrap();
-        memory.reserve_decoding(&mut f).await.unwrap();
+        reserve_decoding(&memory, &mut f).await.unwrap();
         assert_eq!(memory.in_use(), DECODED_PER_BYTE * (100 << 10));
         drop(f);
         assert_eq!(memory.in_use(), 0);
         // 300 KiB would need 30 MiB decoded: more than the pool holds.
         let huge = frame_of(300 << 10);
         let mut f = read_frame(&mut &huge[..], 1 << 20, &memory).await.unwrap();
-        assert_eq!(memory.reserve_decoding(&mut f).await, Err(DECODED_PER_BYTE * (300 << 10)));
+        assert_eq!(reserve_decoding(&memory, &mut f).await, Err(DECODED_PER_BYTE * (300 << 10)));
     });
 }

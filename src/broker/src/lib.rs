@@ -16,7 +16,9 @@
 //! 2^31 elements asks for ~100 GiB. A lazy reservation of address space costs
 //! nothing and the decode then fails on the missing bytes; the system
 //! allocator would refuse it and abort the process. The broker's tests run
-//! under mimalloc for the same reason.
+//! under mimalloc for the same reason. It is built without transparent huge
+//! pages, so that memory freed after a burst of requests does not stay
+//! resident in 2 MiB pages.
 
 mod blocking;
 mod cluster;
@@ -26,6 +28,7 @@ pub mod coordinator;
 mod frame;
 mod handlers;
 mod logline;
+mod memory;
 mod metrics;
 mod purgatory;
 mod replica_manager;

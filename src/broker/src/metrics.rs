@@ -38,6 +38,11 @@ pub struct Metrics {
     pub write_timeouts: Counter,
     /// Bytes of requests read and not yet answered (of `queued.max.request.bytes`).
     pub queued_request_bytes: Gauge,
+    /// Bytes of responses built and not yet written (of `queued.max.response.bytes`).
+    pub queued_response_bytes: Gauge,
+    /// Responses made again because the response memory had no room for them
+    /// when first built.
+    pub responses_deferred: Counter,
     /// Wake-ups of parked requests (one per request per change to a partition it watches).
     pub purgatory_wakeups: Counter,
     /// Requests parked now, waiting for their partitions.
@@ -78,6 +83,8 @@ impl Default for Metrics {
             requests_cancelled: Counter::default(),
             write_timeouts: Counter::default(),
             queued_request_bytes: Gauge::default(),
+            queued_response_bytes: Gauge::default(),
+            responses_deferred: Counter::default(),
             purgatory_wakeups: Counter::default(),
             purgatory_parked: Gauge::default(),
             isr_shrinks: Counter::default(),
@@ -148,6 +155,16 @@ impl Default for Metrics {
             "queued_request_bytes",
             "Bytes of requests read and not yet answered (bounded by queued.max.request.bytes)",
             m.queued_request_bytes.clone(),
+        );
+        registry.register(
+            "queued_response_bytes",
+            "Bytes of responses built and not yet written (bounded by queued.max.response.bytes)",
+            m.queued_response_bytes.clone(),
+        );
+        registry.register(
+            "responses_deferred",
+            "Read-only requests answered again once the response memory had room for their answer",
+            m.responses_deferred.clone(),
         );
         registry.register(
             "purgatory_wakeups",
@@ -228,6 +245,8 @@ impl Metrics {
         m.insert("requests_cancelled".into(), self.requests_cancelled.get());
         m.insert("connection_write_timeouts".into(), self.write_timeouts.get());
         m.insert("queued_request_bytes".into(), self.queued_request_bytes.get().max(0) as u64);
+        m.insert("queued_response_bytes".into(), self.queued_response_bytes.get().max(0) as u64);
+        m.insert("responses_deferred".into(), self.responses_deferred.get());
         m.insert("purgatory_wakeups".into(), self.purgatory_wakeups.get());
         m.insert("purgatory_parked".into(), self.purgatory_parked.get().max(0) as u64);
         m.insert("isr_shrinks".into(), self.isr_shrinks.get());

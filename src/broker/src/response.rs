@@ -74,6 +74,11 @@ impl Response {
     pub fn len(&self) -> u64 {
         self.parts.iter().map(Part::len).sum()
     }
+
+    /// The bytes it holds in memory: all but its file slices.
+    pub fn in_memory(&self) -> usize {
+        self.parts.iter().map(|p| if let Part::Bytes(b) = p { b.len() } else { 0 }).sum()
+    }
 }
 
 /// Holds TCP_CORK on while a response with file parts goes out, so the small
@@ -103,6 +108,10 @@ impl Drop for Cork {
     }
 }
 
+/// Bytes parts up to this size are copied behind the size prefix to go out
+/// in one write.
+const JOIN_PREFIX: usize = 16 << 10;
+
 /// Writes `response` as one frame, failing with `TimedOut` when the socket
 /// takes no bytes for `idle`. Once its size prefix is out, any error leaves
 /// the connection unusable: the caller must close it.
@@ -116,16 +125,24 @@ pub async fn write_response(
     let total = response.len();
     let size = i32::try_from(total).map_err(|_| io::Error::other(format!("response of {total} bytes")))?;
     let has_files = response.parts.iter().any(|p| matches!(p, Part::File(_)));
-    let _cork = has_files.then(|| {
+    let large = response.in_memory() > JOIN_PREFIX;
+    let _cork = (has_files || large).then(|| {
         Cork::set(stream.as_raw_fd(), true);
         Cork(stream.as_raw_fd())
     });
-    // The size prefix rides with the first bytes part.
+    // The size prefix rides with the first bytes part, copied beside it when
+    // that is small; a large one is not copied, the cork joins them on the wire.
     let mut prefix = BytesMut::with_capacity(4);
     prefix.put_i32(size);
     let mut pending: Option<BytesMut> = Some(prefix);
     for part in &response.parts {
         match part {
+            Part::Bytes(b) if b.len() > JOIN_PREFIX => {
+                if let Some(p) = pending.take() {
+                    write_bytes(stream, &p, idle).await?;
+                }
+                write_bytes(stream, b, idle).await?;
+            }
             Part::Bytes(b) => {
                 if let Some(mut p) = pending.take() {
                     p.extend_from_slice(b);

@@ -15,8 +15,8 @@ use tokio::task::JoinSet;
 use crate::config::BrokerConfig;
 use crate::connection::serve_connection;
 use crate::coordinator::{Coordinator, GroupConfig};
-use crate::frame::RequestMemory;
 use crate::logline::log;
+use crate::memory::Memory;
 use crate::metrics::{serve_metrics, Metrics};
 use crate::purgatory::Purgatory;
 use crate::replica_manager::ReplicaManager;
@@ -31,7 +31,11 @@ pub struct Shared {
     pub cluster_id: String,
     pub metrics: Arc<Metrics>,
     /// The bytes of requests read and not yet answered (`queued.max.request.bytes`).
-    pub request_memory: RequestMemory,
+    pub request_memory: Memory,
+    /// The bytes of responses built and not yet written (`queued.max.response.bytes`).
+    pub response_memory: Memory,
+    /// Turns at making the answer of a read-only request: one per network thread.
+    pub answering: tokio::sync::Semaphore,
     /// Appends, reads and offsets of the partitions this broker leads.
     pub replica_manager: Arc<ReplicaManager>,
     /// The group coordinator (every group's: this is the only broker).
@@ -125,7 +129,10 @@ impl Broker {
             }
         };
         let request_memory =
-            RequestMemory::new(config.queued_max_request_bytes, metrics.queued_request_bytes.clone());
+            Memory::new(config.queued_max_request_bytes, metrics.queued_request_bytes.clone());
+        let answering = tokio::sync::Semaphore::new(config.network_threads);
+        let response_memory =
+            Memory::new(config.queued_max_response_bytes, metrics.queued_response_bytes.clone());
         let replica_manager = Arc::new(ReplicaManager::new(
             store.clone(),
             replication.clone(),
@@ -140,6 +147,8 @@ impl Broker {
             cluster_id,
             metrics,
             request_memory,
+            response_memory,
+            answering,
             replica_manager,
             coordinator,
             replication,

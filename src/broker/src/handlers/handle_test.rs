@@ -84,7 +84,9 @@ fn shared() -> (tempfile::TempDir, Arc<Shared>) {
         advertised: ("127.0.0.1".into(), 9092),
         cluster_id: "test-cluster".into(),
         metrics,
-        request_memory: crate::frame::RequestMemory::default(),
+        request_memory: crate::memory::Memory::default(),
+        response_memory: crate::memory::Memory::default(),
+        answering: tokio::sync::Semaphore::new(1),
         replica_manager,
         replication: None,
     });
