@@ -15,7 +15,7 @@ BENCH_ARGS ?=
 export VIRTUAL_ENV := $(CURDIR)/$(VENV)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: run test test-rust test-python test-crash test-cluster cluster zookeeper lint bench bench-kcat bench-spark bench-rust develop wheel clean
+.PHONY: run test test-rust test-python test-crash test-cluster test-java java maven cluster zookeeper lint bench bench-kcat bench-spark bench-rust develop wheel clean
 
 $(PY):
 	@echo "==> creating $(VENV)"
@@ -49,7 +49,7 @@ test-rust:
 	@echo "==> cargo test (the core, alone)"
 	cargo test --quiet --workspace
 
-test-python: develop zookeeper
+test-python: develop zookeeper java
 	@echo "==> pytest"
 	SEGLOG_TESTING_REQUIRE_ZOOKEEPER=1 $(PY) -m pytest $(PYTEST_ARGS)
 
@@ -60,6 +60,31 @@ test-crash: develop
 # The replication tests alone: ZooKeeper and broker processes, killed and paused.
 test-cluster: develop zookeeper
 	SEGLOG_TESTING_REQUIRE_ZOOKEEPER=1 $(PY) -m pytest -m cluster $(PYTEST_ARGS)
+
+# Kafka's Java clients against seglog brokers alone.
+test-java: develop java
+	$(PY) -m pytest -m java $(PYTEST_ARGS)
+
+# The Java side of those tests (java/): built by Maven once per kafka-clients
+# version in java/versions, with the artifacts from Maven Central (cached in
+# ~/.m2), each into java/target/kafka-<version>/.
+JAVA_VERSIONS := $(shell cat java/versions)
+JAVA_SOURCES := java/pom.xml java/versions $(wildcard java/src/main/java/seglog/interop/*.java)
+java: $(foreach v,$(JAVA_VERSIONS),java/target/kafka-$(v)/classpath.txt)
+
+java/target/kafka-%/classpath.txt: $(JAVA_SOURCES) | maven
+	@echo "==> building the Java clients' checks against kafka-clients $*"
+	mvn -q -B -Dstyle.color=never -f java/pom.xml -Dkafka.version=$* package
+
+# Maven and a JDK from Debian's packages when missing (needs root).
+MAVEN_LOG := $(or $(TMPDIR),/tmp)/seglog-maven-install.log
+maven:
+	@{ command -v mvn && command -v javac; } >/dev/null || { \
+	  echo "==> installing Debian's maven and default-jdk-headless (log: $(MAVEN_LOG))"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -q maven default-jdk-headless > $(MAVEN_LOG) 2>&1 \
+	  || { apt-get update -q >> $(MAVEN_LOG) 2>&1 && apt-get install -y -q maven default-jdk-headless >> $(MAVEN_LOG) 2>&1; } \
+	  || { echo "apt-get install maven failed; see $(MAVEN_LOG)"; exit 1; }; }
 
 # Debian's zookeeper package (which brings java), installed with apt-get when its
 # server jar is missing; 'apt-get update' first only when the plain install fails
@@ -124,4 +149,4 @@ wheel: $(DEPS)
 	$(BIN)/maturin build --release --strip --out dist
 
 clean:
-	rm -rf $(VENV) target dist
+	rm -rf $(VENV) target dist java/target

@@ -116,8 +116,9 @@ def test_kafkas_negative_offsets(store: seglog.Store) -> None:
     store.append("t", 0, [(None, b"v", [], 1000 + i) for i in range(5)])
     assert store.offset_for_time("t", 0, -1) == (5, -1)
     assert store.offset_for_time("t", 0, -2) == (0, -1)
-    with pytest.raises(ValueError, match="-1 \\(latest\\) or -2 \\(earliest\\)"):
-        store.offset_for_time("t", 0, -3)
+    assert store.offset_for_time("t", 0, -3) == (4, 1004), "-3: the largest timestamp"
+    with pytest.raises(ValueError, match="-2 \\(earliest\\) or -3 \\(largest\\)"):
+        store.offset_for_time("t", 0, -4)
     with pytest.raises(ValueError, match="high watermark"):
         store.delete_records("t", 0, -2)
     store.delete_records("t", 0, -1)

@@ -238,7 +238,8 @@ class Store:
     def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record with timestamp >= ``timestamp_ms``, or
         ``None`` if there is none. As in Kafka's ListOffsets, ``-1`` gives ``(log end offset,
-        -1)`` and ``-2`` ``(log start offset, -1)``; other negatives raise ``ValueError``."""
+        -1)``, ``-2`` ``(log start offset, -1)`` and ``-3`` the first record with the largest
+        timestamp; other negatives raise ``ValueError``."""
         return self._native.offset_for_time(topic, partition, timestamp_ms)
 
     def offsets(self, topic: str, partition: int) -> tuple[int, int]:

@@ -186,6 +186,7 @@ fn answerable_again(frame: &[u8]) -> bool {
         ApiKey::ApiVersions,
         ApiKey::DescribeConfigs,
         ApiKey::DescribeCluster,
+        ApiKey::DescribeLogDirs,
         ApiKey::DescribeGroups,
         ApiKey::ListGroups,
         ApiKey::ListOffsets,

@@ -1,5 +1,6 @@
-//! ListOffsets: the earliest (-2) or latest (-1) offset of a partition, or the
-//! first offset whose timestamp is at or after a time (`offsets_for_times`).
+//! ListOffsets: the earliest (-2) or latest (-1) offset of a partition, the
+//! first record with its largest timestamp (-3, from v7), or the first offset
+//! whose timestamp is at or after a time (`offsets_for_times`).
 
 use std::sync::Arc;
 
@@ -10,7 +11,9 @@ use kafka_protocol::messages::list_offsets_response::{
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, ResponseKind};
 
-pub const VERSIONS: (i16, i16) = (1, 5);
+/// v6 is the first flexible version; v7 adds -3 (KIP-734), v8 and later the
+/// tiered-storage timestamps this broker has no use for.
+pub const VERSIONS: (i16, i16) = (1, 7);
 
 pub async fn handle(shared: &Arc<Shared>, r: ListOffsetsRequest, version: i16) -> Reply {
     let manager = shared.replica_manager.clone();

@@ -123,12 +123,20 @@ fn truncate_to_removes_suffix() {
 fn offset_for_time_finds_first_record_at_or_after() {
     let dir = tempfile::tempdir().unwrap();
     let (log, _) = open(dir.path(), 0, true);
+    // -3: the largest timestamp, none yet.
+    assert_eq!(log.offset_for_time(-3).unwrap(), None);
     for i in 0..100 {
-        log.append_as_leader(batch(2, 1000 + i * 10, Compression::Lz4), AppendOrigin::Embedded).unwrap();
+        // 1000, 1010, ..., with 1500 twice (offsets 100..103 and 104..105).
+        let ts = if i == 51 { 1500 } else { 1000 + i * 10 };
+        log.append_as_leader(batch(2, ts, Compression::Lz4), AppendOrigin::Embedded).unwrap();
     }
+    assert_eq!(log.offset_for_time(-3).unwrap(), Some((198, 1990)));
+    log.append_as_leader(batch(2, 1990, Compression::None), AppendOrigin::Embedded).unwrap();
+    assert_eq!(log.offset_for_time(-3).unwrap(), Some((198, 1990)));
+    assert!(log.offset_for_time(-4).is_err());
     assert_eq!(log.offset_for_time(0).unwrap(), Some((0, 1000)));
     assert_eq!(log.offset_for_time(1500).unwrap(), Some((100, 1500)));
-    assert_eq!(log.offset_for_time(1501).unwrap(), Some((102, 1510)));
+    assert_eq!(log.offset_for_time(1501).unwrap(), Some((104, 1520)));
     assert_eq!(log.offset_for_time(99_999).unwrap(), None);
 }
 

@@ -190,24 +190,31 @@ impl PartitionLog {
 
     /// The earliest (offset, timestamp) of a record with timestamp >= `timestamp`,
     /// or None if every record is older (Kafka's ListOffsets by time); -1 and -2
-    /// ask for the latest and earliest offsets (with timestamp -1), as in Kafka.
+    /// ask for the latest and earliest offsets (with timestamp -1), and -3 for
+    /// the first record with the largest timestamp, as in Kafka.
     pub fn offset_for_time(&self, timestamp: i64) -> Result<Option<(i64, i64)>> {
         self.check_open()?;
         self.catch_up()?;
         // Kafka's ListOffsets: -1 is the latest offset (the log end), -2 the earliest.
         const LATEST_TIMESTAMP: i64 = -1;
         const EARLIEST_TIMESTAMP: i64 = -2;
+        const MAX_TIMESTAMP: i64 = -3;
         const NO_TIMESTAMP: i64 = crate::record::batch::NO_TIMESTAMP;
-        match timestamp {
+        let timestamp = match timestamp {
             LATEST_TIMESTAMP => return Ok(Some((self.log_end_offset(), NO_TIMESTAMP))),
             EARLIEST_TIMESTAMP => return Ok(Some((self.log_start_offset(), NO_TIMESTAMP))),
+            // The first record at the largest timestamp is the first at or after it.
+            MAX_TIMESTAMP => match self.segments().iter().map(|s| s.max_timestamp()).max() {
+                Some(t) if t >= 0 => t,
+                _ => return Ok(None),
+            },
             t if t < 0 => {
                 return Err(Error::InvalidArgument(format!(
-                    "timestamp {t}: expected a time in ms >= 0, -1 (latest) or -2 (earliest)"
+                    "timestamp {t}: expected a time in ms >= 0, -1 (latest), -2 (earliest) or -3 (largest)"
                 )))
             }
-            _ => {}
-        }
+            t => t,
+        };
         let start = self.log_start_offset();
         let segs = self.segments();
         let n = segs.len();

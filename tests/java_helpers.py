@@ -1,0 +1,140 @@
+"""Kafka's Java clients, as the Maven module in java/ builds them (``make java``): one
+classpath per kafka-clients version in java/versions, and the scenarios of
+seglog.interop.Interop run against a broker, their JSON lines parsed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+JAVA_DIR = ROOT / "java"
+VERSIONS = tuple(v.strip() for v in (JAVA_DIR / "versions").read_text().split() if v.strip())
+
+
+def classpath(version: str) -> str:
+    target = JAVA_DIR / "target" / f"kafka-{version}"
+    listed = target / "classpath.txt"
+    if not listed.is_file():
+        raise AssertionError(f"{listed} is missing: `make java` builds the Java clients' checks")
+    return f"{target / 'classes'}:{listed.read_text().strip()}"
+
+
+def java() -> str:
+    found = shutil.which("java")
+    if found is None:
+        raise AssertionError("no java on PATH (`make test` installs Debian's JDK with ZooKeeper)")
+    return found
+
+
+def start(version: str, scenario: str, **options: Any) -> subprocess.Popen[str]:
+    """Starts a scenario; options become key=value arguments (``client_x_y`` → ``client.x.y``)."""
+    args = [f"{k.replace('_', '.')}={v}" for k, v in options.items()]
+    return subprocess.Popen(
+        [
+            java(),
+            "-Xss1m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+            "-cp",
+            classpath(version),
+            "seglog.interop.Interop",
+            scenario,
+            *args,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 180) -> list[dict[str, Any]]:
+    out, err = proc.communicate(timeout=timeout)
+    if proc.returncode != 0:
+        raise AssertionError(f"java exited {proc.returncode}\n--- stdout\n{out}\n--- stderr\n{err}")
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def run(version: str, scenario: str, timeout: float = 180, **options: Any) -> list[dict[str, Any]]:
+    """Runs a scenario to its end: its JSON lines, the client's banner first."""
+    lines = finish(start(version, scenario, **options), timeout)
+    banner = lines[0]
+    assert banner == {"client": "kafka-clients", "version": version}, banner
+    return lines[1:]
+
+
+class Running:
+    """A scenario running in the background, its JSON lines collected as they come."""
+
+    def __init__(self, version: str, scenario: str, **options: Any) -> None:
+        self.proc = start(version, scenario, **options)
+        self.lines: list[dict[str, Any]] = []
+        self._changed = threading.Condition()
+        self._stderr: list[str] = []
+        self._eof = False
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._read_stderr, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith("{"):
+                with self._changed:
+                    self.lines.append(json.loads(line))
+                    self._changed.notify_all()
+        self.proc.stdout.close()
+        with self._changed:
+            self._eof = True
+            self._changed.notify_all()
+
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        self._stderr.extend(self.proc.stderr)
+        self.proc.stderr.close()
+
+    def wait_for(self, what: str, check: Callable[[list[dict[str, Any]]], bool], timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while not check(self.lines):
+                left = deadline - time.monotonic()
+                if left <= 0 or self._eof:
+                    stderr = "".join(self._stderr)[-3000:]
+                    raise AssertionError(
+                        f"{what}: not seen (exit {self.proc.poll()})\n{self.lines[-5:]}\n{stderr}"
+                    )
+                self._changed.wait(min(left, 0.5))
+
+    def records(self) -> list[dict[str, Any]]:
+        with self._changed:
+            return [line for line in self.lines if "offset" in line and "value" in line]
+
+    def assignment(self) -> list[int] | None:
+        with self._changed:
+            changes = [line["assignment"] for line in self.lines if "assignment" in line]
+        return changes[-1] if changes else None
+
+    def finish(self, timeout: float = 60) -> list[dict[str, Any]]:
+        """Waits for the end: every line, once all are read."""
+        self.proc.wait(timeout)
+        self.wait_for("the end of the output", lambda _: self._eof, timeout)
+        if self.proc.returncode != 0:
+            raise AssertionError(f"java exited {self.proc.returncode}\n{''.join(self._stderr)[-3000:]}")
+        with self._changed:
+            return list(self.lines)
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+def done(lines: list[dict[str, Any]]) -> dict[str, Any]:
+    """A scenario's closing line (a consumer's revocation on close may follow it)."""
+    [last] = [line for line in lines if line.get("done")]
+    return last
