@@ -14,7 +14,10 @@ from pathlib import Path
 import pytest
 
 import seglog
+from cluster_helpers import Ack, Zk, check_acknowledged, consume_all, next_offsets
 from java_helpers import VERSIONS, Running, done, run
+from seglog.testing import LocalCluster
+from test_replication import FAST, SESSION_MS, TOPIC, MakeCluster, topic_with_full_isr, up, zk_of  # noqa: F401
 
 pytestmark = pytest.mark.java
 
@@ -243,3 +246,53 @@ def test_admin_calls_one_after_another(served: tuple[seglog.Store, seglog.Broker
     assert logdir["broker"] == 0 and logdir["error"] is None
     assert set(logdir["sizes"]) == {"a-0", "a-1", "a-2"} and logdir["sizes"]["a-0"] > 0
     assert "a" not in steps["deleteTopics"]["names"]
+
+
+def acknowledged(lines: list[dict]) -> list[Ack]:
+    """What a streaming produce scenario's callbacks were told (values "value-<i>")."""
+    return [Ack(a["partition"], a["offset"], f"value-{a['i']}".encode()) for a in lines if "offset" in a]
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("version", VERSIONS)
+def test_producer_loses_nothing_acknowledged_when_a_leader_is_killed(
+    local_cluster: MakeCluster, zk_of: Callable[[LocalCluster], Zk], version: str
+) -> None:
+    cluster, zk = up(local_cluster, zk_of, config=FAST)
+    parts = topic_with_full_isr(cluster, zk, min_insync_replicas="2")
+    writer = Running(
+        version,
+        "produce",
+        bootstrap=cluster.bootstrap_servers,
+        topic=TOPIC,
+        count=5000,
+        rate=250,
+        stream="true",
+        headers="false",
+        client_acks="all",
+        client_linger_ms=5,
+        client_delivery_timeout_ms=120_000,
+    )
+    try:
+        writer.wait_for("first writes acknowledged", lambda lines: len(acknowledged(lines)) >= 250)
+        victim = zk.leader(TOPIC, 0)
+        cluster.kill(victim)
+        zk.wait_until_gone(victim, timeout=SESSION_MS / 1000 + 20)
+        before = len(acknowledged(writer.lines))
+        writer.wait_for(
+            "partition 0 written again after its leader died",
+            lambda lines: any(a.partition == 0 for a in acknowledged(lines)[before:]),
+            timeout=60,
+        )
+        cluster.start(victim)
+        lines = writer.finish(timeout=120)
+    finally:
+        if writer.proc.poll() is None:
+            writer.kill()
+    assert done(lines) == {"done": True, "count": 5000}
+    failed = [line for line in lines if "error" in line]
+    acked = acknowledged(lines)
+    assert not failed and len(acked) == 5000, failed[:5]
+    consumed = consume_all(cluster.bootstrap_servers, TOPIC, parts, timeout=120, settle=next_offsets(acked))
+    verdict = check_acknowledged(acked, consumed)
+    assert verdict.ok and not verdict.without_offset, f"killed broker {victim}: {verdict}"
