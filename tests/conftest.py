@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import seglog
+from cluster_helpers import Zk
 from seglog.testing import LocalCluster, ZooKeeper
 from seglog.testing.plugin import require_zookeeper
 
@@ -92,3 +93,19 @@ def local_cluster(tmp_path: Path, zookeeper_installed: None) -> Iterator[Callabl
             log = cluster.log_path(n)
             lines = log.read_text(errors="replace").splitlines() if log.exists() else []
             print(f"--- broker {n} ({log}), last lines:", *lines[-40:], sep="\n")
+
+
+@pytest.fixture
+def zk_of() -> Iterator[Callable[[LocalCluster], Zk]]:
+    """Opens kazoo sessions on a cluster's ZooKeeper, closed after the test (before the
+    cluster stops)."""
+    opened: list[Zk] = []
+
+    def open_(cluster: LocalCluster) -> Zk:
+        zk = Zk(cluster.zookeeper_connect)
+        opened.append(zk)
+        return zk
+
+    yield open_
+    for zk in opened:
+        zk.close()

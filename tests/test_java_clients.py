@@ -17,7 +17,7 @@ import seglog
 from cluster_helpers import Ack, Zk, check_acknowledged, consume_all, next_offsets
 from java_helpers import VERSIONS, Running, done, run
 from seglog.testing import LocalCluster
-from test_replication import FAST, SESSION_MS, TOPIC, MakeCluster, topic_with_full_isr, up, zk_of  # noqa: F401
+from test_replication import FAST, SESSION_MS, TOPIC, MakeCluster, topic_with_full_isr, up
 
 pytestmark = pytest.mark.java
 

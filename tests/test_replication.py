@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -57,22 +57,6 @@ SESSION_MS = 4000
 FAST = {"zookeeper.session.timeout.ms": SESSION_MS, "replica.lag.time.max.ms": SESSION_MS}
 
 MakeCluster = Callable[..., LocalCluster]
-
-
-@pytest.fixture
-def zk_of() -> Iterator[Callable[[LocalCluster], Zk]]:
-    """Opens kazoo sessions on a cluster's ZooKeeper, closed after the test (before the
-    cluster stops)."""
-    opened: list[Zk] = []
-
-    def open_(cluster: LocalCluster) -> Zk:
-        zk = Zk(cluster.zookeeper_connect)
-        opened.append(zk)
-        return zk
-
-    yield open_
-    for zk in opened:
-        zk.close()
 
 
 def up(
