@@ -61,7 +61,7 @@ test-crash: develop
 test-cluster: develop zookeeper
 	SEGLOG_TESTING_REQUIRE_ZOOKEEPER=1 $(PY) -m pytest -m cluster $(PYTEST_ARGS)
 
-# Kafka's Java clients against seglog brokers alone.
+# Kafka's Java clients and command-line tools against seglog alone.
 test-java: develop java
 	$(PY) -m pytest -m java $(PYTEST_ARGS)
 
@@ -69,12 +69,22 @@ test-java: develop java
 # version in java/versions, with the artifacts from Maven Central (cached in
 # ~/.m2), each into java/target/kafka-<version>/.
 JAVA_VERSIONS := $(shell cat java/versions)
+# Maven 3.8 prints colour resets even when quiet and not on a terminal.
+NO_ANSI := sed -e 's/\x1b\[[0-9;]*m//g'
+
 JAVA_SOURCES := java/pom.xml java/versions $(wildcard java/src/main/java/seglog/interop/*.java)
-java: $(foreach v,$(JAVA_VERSIONS),java/target/kafka-$(v)/classpath.txt)
+java: $(foreach v,$(JAVA_VERSIONS),java/target/kafka-$(v)/classpath.txt java/target/tools-$(v)/classpath.txt)
 
 java/target/kafka-%/classpath.txt: $(JAVA_SOURCES) | maven
 	@echo "==> building the Java clients' checks against kafka-clients $*"
-	mvn -q -B -Dstyle.color=never -f java/pom.xml -Dkafka.version=$* package
+	mvn -q -B -Dstyle.color=never -f java/pom.xml -Dkafka.version=$* package 2>&1 | $(NO_ANSI)
+	touch $@
+
+# Kafka's command-line tools of each version: a classpath of Maven Central's jars.
+java/target/tools-%/classpath.txt: java/tools/pom.xml java/versions | maven
+	@echo "==> resolving Kafka $*'s command-line tools"
+	mvn -q -B -Dstyle.color=never -f java/tools/pom.xml -Dkafka.version=$* package 2>&1 | $(NO_ANSI)
+	touch $@
 
 # Maven and a JDK from Debian's packages when missing (needs root).
 MAVEN_LOG := $(or $(TMPDIR),/tmp)/seglog-maven-install.log

@@ -138,3 +138,69 @@ def done(lines: list[dict[str, Any]]) -> dict[str, Any]:
     """A scenario's closing line (a consumer's revocation on close may follow it)."""
     [last] = [line for line in lines if line.get("done")]
     return last
+
+
+# Kafka's command-line tools: the class each bin/ script runs, newest home first (the
+# tools moved from kafka_2.13's Scala packages to kafka-tools over the 3.x and 4.x lines).
+TOOLS = {
+    "kafka-topics": ["org.apache.kafka.tools.TopicCommand"],
+    "kafka-configs": ["org.apache.kafka.tools.ConfigCommand", "kafka.admin.ConfigCommand"],
+    "kafka-console-producer": ["org.apache.kafka.tools.ConsoleProducer", "kafka.tools.ConsoleProducer"],
+    "kafka-console-consumer": ["org.apache.kafka.tools.consumer.ConsoleConsumer"],
+    "kafka-consumer-groups": ["org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"],
+    "kafka-get-offsets": ["org.apache.kafka.tools.GetOffsetShell"],
+    "kafka-delete-records": ["org.apache.kafka.tools.DeleteRecordsCommand"],
+    "kafka-log-dirs": ["org.apache.kafka.tools.LogDirsCommand"],
+    "kafka-leader-election": ["org.apache.kafka.tools.LeaderElectionCommand"],
+    "kafka-producer-perf-test": ["org.apache.kafka.tools.ProducerPerformance"],
+    "kafka-consumer-perf-test": ["org.apache.kafka.tools.ConsumerPerformance"],
+    "kafka-e2e-latency": ["org.apache.kafka.tools.EndToEndLatency"],
+    "kafka-dump-log": ["org.apache.kafka.tools.DumpLogSegments", "kafka.tools.DumpLogSegments"],
+}
+
+
+def tools_classpath(version: str) -> str:
+    listed = JAVA_DIR / "target" / f"tools-{version}" / "classpath.txt"
+    if not listed.is_file():
+        raise AssertionError(f"{listed} is missing: `make java` resolves Kafka's tools")
+    return listed.read_text().strip()
+
+
+def _tool_class(version: str, tool: str) -> str:
+    import zipfile
+
+    jars = [j for j in tools_classpath(version).split(":") if "kafka" in Path(j).name]
+    entries: set[str] = set()
+    for jar in jars:
+        with zipfile.ZipFile(jar) as z:
+            entries.update(z.namelist())
+    for cls in TOOLS[tool]:
+        if cls.replace(".", "/") + ".class" in entries:
+            return cls
+    raise AssertionError(f"none of {TOOLS[tool]} in Kafka {version}'s jars")
+
+
+def tool(
+    version: str, name: str, *args: str, stdin: str | None = None, timeout: float = 120, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """Runs one of Kafka's tools as its bin/ script would (``kafka-topics`` ...)."""
+    proc = subprocess.run(
+        [
+            java(),
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Dlog4j.configuration=file:/dev/null",
+            "-cp",
+            tools_classpath(version),
+            _tool_class(version, name),
+            *args,
+        ],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if check and proc.returncode != 0:
+        command = " ".join((name, *args))
+        raise AssertionError(f"{command} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc

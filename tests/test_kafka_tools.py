@@ -1,0 +1,336 @@
+"""Kafka's command-line tools (kafka_2.13 and kafka-tools, each version in java/versions,
+run from their classes as Kafka's bin/ scripts run them) against a seglog broker and on
+the files of a seglog store: topics, configs, the console producer and consumer, consumer
+groups with every offset reset, offsets, record deletion, log directories, the perf tests
+and end-to-end latency, and kafka-dump-log on every kind of file seglog writes."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import seglog
+from java_helpers import VERSIONS, tool
+
+pytestmark = pytest.mark.java
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[seglog.Store, seglog.Broker]]:
+    store = seglog.open(tmp_path / "store")
+    config = {"group.initial.rebalance.delay.ms": "0"}
+    with store, seglog.Broker(store, config=config) as b:
+        yield store, b
+
+
+def lines(out: str) -> list[str]:
+    """A tool's output lines, less blank ones and 4.x's notes on deprecated options
+    (``--property`` gave way to ``--formatter-property``, which 3.9 does not know)."""
+    return [line for line in out.splitlines() if line.strip() and not line.startswith("Option --")]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_kafka_topics_and_kafka_configs(served: tuple[seglog.Store, seglog.Broker], version: str) -> None:
+    _, broker = served
+    bs = ["--bootstrap-server", broker.bootstrap_servers]
+    create = ["--create", "--topic", "t", "--partitions", "3", "--replication-factor", "1"]
+    out = tool(version, "kafka-topics", *bs, *create, "--config", "retention.ms=1000000").stdout
+    assert "Created topic t." in out
+    assert "t" in lines(tool(version, "kafka-topics", *bs, "--list").stdout)
+    described = tool(version, "kafka-topics", *bs, "--describe", "--topic", "t").stdout
+    assert re.search(
+        r"Topic: t\s.*PartitionCount: 3\s+ReplicationFactor: 1\s+Configs: retention.ms=1000000", described
+    )
+    for p in range(3):
+        assert re.search(rf"Partition: {p}\s+Leader: 0\s+Replicas: 0\s+Isr: 0", described), described
+    tool(version, "kafka-topics", *bs, "--alter", "--topic", "t", "--partitions", "4")
+    assert "PartitionCount: 4" in tool(version, "kafka-topics", *bs, "--describe", "--topic", "t").stdout
+
+    entity = ["--entity-type", "topics", "--entity-name", "t"]
+    dynamic = tool(version, "kafka-configs", *bs, *entity, "--describe").stdout
+    assert "Dynamic configs for topic t are:" in dynamic
+    assert (
+        "retention.ms=1000000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000000" in dynamic
+    )
+    out = tool(version, "kafka-configs", *bs, *entity, "--alter", "--add-config", "retention.ms=5000").stdout
+    assert "Completed updating config for topic t." in out
+    every = tool(version, "kafka-configs", *bs, *entity, "--describe", "--all").stdout
+    assert "  retention.ms=5000 sensitive=false" in every
+    assert (
+        "  segment.bytes=1073741824 sensitive=false synonyms={DEFAULT_CONFIG:log.segment.bytes=1073741824}"
+        in every
+    )
+    tool(version, "kafka-configs", *bs, *entity, "--alter", "--delete-config", "retention.ms")
+    assert "retention.ms" not in tool(version, "kafka-configs", *bs, *entity, "--describe").stdout
+
+    tool(version, "kafka-topics", *bs, "--delete", "--topic", "t")
+    assert "t" not in lines(tool(version, "kafka-topics", *bs, "--list").stdout)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_console_producer_and_consumer_with_keys_headers_and_a_group(
+    served: tuple[seglog.Store, seglog.Broker], version: str
+) -> None:
+    store, broker = served
+    bs = ["--bootstrap-server", broker.bootstrap_servers]
+    tool(version, "kafka-topics", *bs, "--create", "--topic", "c", "--partitions", "1")
+    parse = [
+        "--property",
+        "parse.key=true",
+        "--property",
+        "key.separator=:",
+        "--property",
+        "parse.headers=true",
+    ]
+    typed = "h1:v1\tk1:one\nh1:v1,h2:v2\tk2:two\nh3:\tk3:three\n"
+    tool(version, "kafka-console-producer", *bs, "--topic", "c", *parse, stdin=typed)
+    stored = [(r.key, r.value, r.headers) for r in store.read("c", 0, 0)]
+    assert stored == [
+        (b"k1", b"one", (("h1", b"v1"),)),
+        (b"k2", b"two", (("h1", b"v1"), ("h2", b"v2"))),
+        (b"k3", b"three", (("h3", b""),)),
+    ]
+    show = [
+        "--property",
+        "print.key=true",
+        "--property",
+        "print.headers=true",
+        "--property",
+        "print.offset=true",
+    ]
+    read = ["--topic", "c", "--from-beginning", "--max-messages", "3", "--group", "console"]
+    out = tool(version, "kafka-console-consumer", *bs, *read, *show).stdout
+    assert lines(out) == [
+        "Offset:0\th1:v1\tk1\tone",
+        "Offset:1\th1:v1,h2:v2\tk2\ttwo",
+        "Offset:2\th3:\tk3\tthree",
+    ]
+    # The group committed what it read: a second run from its offsets reads nothing old.
+    tool(version, "kafka-console-producer", *bs, "--topic", "c", *parse, stdin="h4:x\tk4:four\n")
+    out = tool(
+        version, "kafka-console-consumer", *bs, "--topic", "c", "--max-messages", "1", "--group", "console"
+    ).stdout
+    assert lines(out) == ["four"]
+
+
+def group_offsets(version: str, bootstrap: str, group: str) -> dict[int, tuple[int, int, int]]:
+    """kafka-consumer-groups --describe: {partition: (current offset, log end, lag)}."""
+    out = tool(
+        version, "kafka-consumer-groups", "--bootstrap-server", bootstrap, "--describe", "--group", group
+    )
+    rows = {}
+    for line in lines(out.stdout):
+        cols = line.split()
+        if cols[0] == group and cols[2].isdigit():
+            rows[int(cols[2])] = (int(cols[3]), int(cols[4]), int(cols[5]))
+    return rows
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_kafka_consumer_groups_describe_lag_reset_every_way_and_delete(
+    served: tuple[seglog.Store, seglog.Broker], version: str, tmp_path: Path
+) -> None:
+    store, broker = served
+    bs = ["--bootstrap-server", broker.bootstrap_servers]
+    tool(version, "kafka-topics", *bs, "--create", "--topic", "g", "--partitions", "2")
+    for i in range(10):
+        store.append("g", i % 2, [(None, f"v{i}".encode(), [], 1_000_000 + i)])
+    tool(
+        version,
+        "kafka-console-consumer",
+        *bs,
+        "--topic",
+        "g",
+        "--from-beginning",
+        "--max-messages",
+        "10",
+        "--group",
+        "grp",
+    )
+    assert "grp" in lines(tool(version, "kafka-consumer-groups", *bs, "--list").stdout)
+    assert group_offsets(version, broker.bootstrap_servers, "grp") == {0: (5, 5, 0), 1: (5, 5, 0)}
+
+    def reset(*how: str) -> dict[int, tuple[int, int, int]]:
+        tool(
+            version,
+            "kafka-consumer-groups",
+            *bs,
+            "--reset-offsets",
+            "--group",
+            "grp",
+            "--topic",
+            "g",
+            *how,
+            "--execute",
+        )
+        return {p: row[0] for p, row in group_offsets(version, broker.bootstrap_servers, "grp").items()}
+
+    assert reset("--to-earliest") == {0: 0, 1: 0}
+    assert reset("--to-latest") == {0: 5, 1: 5}
+    assert reset("--to-offset", "2") == {0: 2, 1: 2}
+    assert reset("--shift-by", "1") == {0: 3, 1: 3}
+    assert reset("--to-current") == {0: 3, 1: 3}
+    # Partition 0 holds timestamps 1,000,000 + 0, 2, 4, 6, 8 (ms): 1,000,004 is offset 2.
+    assert reset("--to-datetime", "1970-01-01T00:16:40.004")[0] == 2
+    assert reset("--by-duration", "PT0S") == {0: 5, 1: 5}
+    plan = tmp_path / "plan.csv"
+    plan.write_text("g,0,1\ng,1,4\n")
+    tool(
+        version,
+        "kafka-consumer-groups",
+        *bs,
+        "--reset-offsets",
+        "--group",
+        "grp",
+        "--from-file",
+        str(plan),
+        "--execute",
+    )
+    assert {p: r[0] for p, r in group_offsets(version, broker.bootstrap_servers, "grp").items()} == {
+        0: 1,
+        1: 4,
+    }
+    assert group_offsets(version, broker.bootstrap_servers, "grp")[0] == (1, 5, 4), (
+        "lag is the log end less the offset"
+    )
+    out = tool(version, "kafka-consumer-groups", *bs, "--delete", "--group", "grp").stdout
+    assert "Deletion of requested consumer groups ('grp') was successful." in out
+    assert "grp" not in lines(tool(version, "kafka-consumer-groups", *bs, "--list").stdout)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_get_offsets_delete_records_and_log_dirs(
+    served: tuple[seglog.Store, seglog.Broker], version: str, tmp_path: Path
+) -> None:
+    store, broker = served
+    bs = ["--bootstrap-server", broker.bootstrap_servers]
+    store.create_topic("o", partitions=2)
+    for i in range(6):
+        store.append("o", 0, [(None, f"v{i}".encode(), [], 1_000 + i)])
+    store.append("o", 1, [(None, b"only", [], 5_000)])
+    assert lines(tool(version, "kafka-get-offsets", *bs, "--topic", "o").stdout) == ["o:0:6", "o:1:1"]
+    earliest = tool(version, "kafka-get-offsets", *bs, "--topic", "o", "--time", "-2").stdout
+    assert lines(earliest) == ["o:0:0", "o:1:0"]
+    assert lines(tool(version, "kafka-get-offsets", *bs, "--topic", "o", "--time", "1003").stdout) == [
+        "o:0:3",
+        "o:1:0",
+    ]
+    plan = tmp_path / "delete.json"
+    plan.write_text(json.dumps({"partitions": [{"topic": "o", "partition": 0, "offset": 4}], "version": 1}))
+    out = tool(version, "kafka-delete-records", *bs, "--offset-json-file", str(plan)).stdout
+    assert "partition: o-0\tlow_watermark: 4" in out
+    assert store.offsets("o", 0) == (4, 6)
+    assert lines(tool(version, "kafka-get-offsets", *bs, "--topic", "o", "--time", "-2").stdout)[0] == "o:0:4"
+    described = tool(version, "kafka-log-dirs", *bs, "--describe", "--broker-list", "0", "--topic-list", "o")
+    [doc] = [json.loads(line) for line in lines(described.stdout) if line.startswith("{")]
+    [b] = doc["brokers"]
+    [d] = b["logDirs"]
+    assert b["broker"] == 0 and d["error"] is None and Path(d["logDir"]) == Path(store.path).resolve()
+    sizes = {p["partition"]: p["size"] for p in d["partitions"]}
+    assert sizes == {
+        f"o-{p}": sum(f.stat().st_size for f in (Path(store.path) / f"o-{p}").glob("*.log")) for p in (0, 1)
+    }
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_perf_tests_and_end_to_end_latency(served: tuple[seglog.Store, seglog.Broker], version: str) -> None:
+    store, broker = served
+    bs = broker.bootstrap_servers
+    store.create_topic("perf", partitions=2)
+    sent = tool(
+        version,
+        "kafka-producer-perf-test",
+        *("--topic", "perf", "--num-records", "20000", "--record-size", "100", "--throughput", "-1"),
+        *("--producer-props", f"bootstrap.servers={bs}", "acks=all"),
+    ).stdout
+    assert re.search(r"^20000 records sent, [\d.]+ records/sec", sent, re.MULTILINE), sent
+    assert sum(store.offsets("perf", p)[1] for p in range(2)) == 20_000
+    read = tool(
+        version,
+        "kafka-consumer-perf-test",
+        "--bootstrap-server",
+        bs,
+        "--topic",
+        "perf",
+        "--messages",
+        "20000",
+    )
+    header, row = lines(read.stdout)[-2:]
+    columns = dict(
+        zip([c.strip() for c in header.split(",")], [c.strip() for c in row.split(",")], strict=True)
+    )
+    assert int(columns["data.consumed.in.nMsg"]) == 20_000, columns
+    latency = tool(version, "kafka-e2e-latency", bs, "e2e", "300", "all", "100").stdout
+    assert re.search(r"^Avg latency: [\d.]+ ms$", latency, re.MULTILINE), latency
+    assert store.offsets("e2e", 0)[1] == 300
+
+
+def records_printed(out: str) -> list[tuple[int, str, str, str]]:
+    """(offset, key size, value size, payload) of each record line of a dump-log output."""
+    found = re.findall(
+        r"\| offset: (\d+) .*?keySize: (-?\d+) valueSize: (-?\d+) .*?payload: (.*)$", out, re.MULTILINE
+    )
+    return [(int(o), k, v, payload) for o, k, v, payload in found]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_kafka_dump_log_reads_every_kind_of_file_seglog_writes(tmp_path: Path, version: str) -> None:
+    path = tmp_path / "store"
+    small = {"segment.bytes": 4096, "index.interval.bytes": 100}
+    with seglog.open(path, **small) as store:
+        store.create_topic("d", partitions=1)
+        store.create_topic("k", partitions=1, config={"cleanup.policy": "compact"})
+        with seglog.Broker(store) as broker:
+            # Through the broker: idempotent batches, with producer ids and sequences.
+            producer = seglog.Producer(bootstrap_servers=broker.bootstrap_servers, compression_type="lz4")
+            for i in range(300):
+                producer.send("d", f"value-{i}".encode(), key=f"k{i % 7}".encode(), partition=0)
+            producer.flush()
+            producer.close()
+        # A record a batch, over several segments, then compacted.
+        for i in range(300):
+            store.append("k", 0, [(f"k{i % 7}".encode(), f"value-{i}".encode())])
+        assert store.clean_topic("k")["records_removed"] > 0
+    files = sorted(path.glob("[dk]-0/*"))
+    kinds = {f.suffix for f in files}
+    assert {".log", ".index", ".timeindex", ".snapshot"} <= kinds, kinds
+    verified = 0
+    for f in files:
+        if f.suffix == ".log":
+            kafka = tool(version, "kafka-dump-log", "--files", str(f), "--deep-iteration", "--print-data-log")
+            ours = subprocess.run(
+                [sys.executable, "-m", "seglog", "dump-log", "--print-data-log", str(f)],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            assert records_printed(kafka.stdout) == records_printed(ours.stdout), f
+            assert "isvalid: false" not in kafka.stdout
+        elif f.suffix in (".index", ".timeindex"):
+            checked = tool(version, "kafka-dump-log", "--files", str(f), "--verify-index-only")
+            # Kafka prints mismatches and corrupt entries after this line; a sound index, nothing.
+            said = lines(checked.stdout)
+            assert said in ([f"Dumping {f}"], [f"Dumping {f}", f"{f} is empty."]), checked.stdout
+            verified += said == [f"Dumping {f}"]
+        elif f.suffix == ".snapshot":
+            dumped = tool(version, "kafka-dump-log", "--files", str(f))
+            assert f"Dumping {f}" in dumped.stdout
+    assert verified >= 4, "indexes with entries were verified"
+    compacted = [f for f in files if f.parent.name == "k-0" and f.suffix == ".log"]
+    printed = tool(
+        version,
+        "kafka-dump-log",
+        "--files",
+        ",".join(map(str, compacted)),
+        "--deep-iteration",
+        "--print-data-log",
+    )
+    values = re.findall(r"payload: value-(\d+)", printed.stdout)
+    assert len(values) < 300, "compaction left every record"
+    assert {int(v) for v in values} >= set(range(293, 300)), "each key's last value is kept"
