@@ -296,3 +296,29 @@ def test_producer_loses_nothing_acknowledged_when_a_leader_is_killed(
     consumed = consume_all(cluster.bootstrap_servers, TOPIC, parts, timeout=120, settle=next_offsets(acked))
     verdict = check_acknowledged(acked, consumed)
     assert verdict.ok and not verdict.without_offset, f"killed broker {victim}: {verdict}"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+def test_consumer_offsets_for_times_beginning_end_and_seek(
+    served: tuple[seglog.Store, seglog.Broker], version: str, isolation: str
+) -> None:
+    # read_committed sees everything: no transactions are served, so the last stable
+    # offset is the high watermark.
+    store, broker = served
+    store.create_topic("s", partitions=1)
+    store.append("s", 0, [(None, f"v{i}".encode(), [], 1_000 + i) for i in range(10)])
+    store.delete_records("s", 0, 2)
+    bounds, end = run(
+        version,
+        "positions",
+        bootstrap=broker.bootstrap_servers,
+        topic="s",
+        time=1005,
+        **{"from": 6},
+        count=3,
+        client_isolation_level=isolation,
+    )
+    assert bounds == {"beginning": 2, "end": 10, "forTime": {"offset": 5, "timestamp": 1005}}
+    assert end["read"][:3] == [6, 7, 8] and end["read"] == list(range(6, 6 + len(end["read"])))
+    assert end["positions"] == {"afterSeekToBeginning": 2, "afterSeekToEnd": 10}

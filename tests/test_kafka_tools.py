@@ -141,61 +141,28 @@ def test_kafka_consumer_groups_describe_lag_reset_every_way_and_delete(
     tool(version, "kafka-topics", *bs, "--create", "--topic", "g", "--partitions", "2")
     for i in range(10):
         store.append("g", i % 2, [(None, f"v{i}".encode(), [], 1_000_000 + i)])
-    tool(
-        version,
-        "kafka-console-consumer",
-        *bs,
-        "--topic",
-        "g",
-        "--from-beginning",
-        "--max-messages",
-        "10",
-        "--group",
-        "grp",
-    )
+    read_all = ("--topic", "g", "--from-beginning", "--max-messages", "10", "--group", "grp")
+    tool(version, "kafka-console-consumer", *bs, *read_all)
     assert "grp" in lines(tool(version, "kafka-consumer-groups", *bs, "--list").stdout)
     assert group_offsets(version, broker.bootstrap_servers, "grp") == {0: (5, 5, 0), 1: (5, 5, 0)}
 
-    def reset(*how: str) -> dict[int, tuple[int, int, int]]:
-        tool(
-            version,
-            "kafka-consumer-groups",
-            *bs,
-            "--reset-offsets",
-            "--group",
-            "grp",
-            "--topic",
-            "g",
-            *how,
-            "--execute",
-        )
+    def reset(*how: str) -> dict[int, int]:
+        group = ("--reset-offsets", "--group", "grp")
+        tool(version, "kafka-consumer-groups", *bs, *group, *how, "--execute")
         return {p: row[0] for p, row in group_offsets(version, broker.bootstrap_servers, "grp").items()}
 
-    assert reset("--to-earliest") == {0: 0, 1: 0}
-    assert reset("--to-latest") == {0: 5, 1: 5}
-    assert reset("--to-offset", "2") == {0: 2, 1: 2}
-    assert reset("--shift-by", "1") == {0: 3, 1: 3}
-    assert reset("--to-current") == {0: 3, 1: 3}
+    topic = ("--topic", "g")
+    assert reset(*topic, "--to-earliest") == {0: 0, 1: 0}
+    assert reset(*topic, "--to-latest") == {0: 5, 1: 5}
+    assert reset(*topic, "--to-offset", "2") == {0: 2, 1: 2}
+    assert reset(*topic, "--shift-by", "1") == {0: 3, 1: 3}
+    assert reset(*topic, "--to-current") == {0: 3, 1: 3}
     # Partition 0 holds timestamps 1,000,000 + 0, 2, 4, 6, 8 (ms): 1,000,004 is offset 2.
-    assert reset("--to-datetime", "1970-01-01T00:16:40.004")[0] == 2
-    assert reset("--by-duration", "PT0S") == {0: 5, 1: 5}
+    assert reset(*topic, "--to-datetime", "1970-01-01T00:16:40.004")[0] == 2
+    assert reset(*topic, "--by-duration", "PT0S") == {0: 5, 1: 5}
     plan = tmp_path / "plan.csv"
     plan.write_text("g,0,1\ng,1,4\n")
-    tool(
-        version,
-        "kafka-consumer-groups",
-        *bs,
-        "--reset-offsets",
-        "--group",
-        "grp",
-        "--from-file",
-        str(plan),
-        "--execute",
-    )
-    assert {p: r[0] for p, r in group_offsets(version, broker.bootstrap_servers, "grp").items()} == {
-        0: 1,
-        1: 4,
-    }
+    assert reset("--from-file", str(plan)) == {0: 1, 1: 4}
     assert group_offsets(version, broker.bootstrap_servers, "grp")[0] == (1, 5, 4), (
         "lag is the log end less the offset"
     )

@@ -8,7 +8,7 @@ import java.util.Properties;
 
 /**
  * Kafka's Java clients against a broker, one scenario per run:
- * {@code java -cp ... seglog.interop.Interop <produce|consume|admin> key=value...}.
+ * {@code java -cp ... seglog.interop.Interop <produce|consume|admin|positions> key=value...}.
  * Each prints JSON lines (what was sent, read or answered, and errors by their
  * Java exception class) for the caller to check; the exit code is 0 unless the
  * scenario itself could not run.
@@ -16,7 +16,7 @@ import java.util.Properties;
 public final class Interop {
     public static void main(String[] args) throws Exception {
         if (args.length < 1) {
-            System.err.println("usage: Interop <produce|consume|admin> key=value...");
+            System.err.println("usage: Interop <produce|consume|admin|positions> key=value...");
             System.exit(2);
         }
         Map<String, String> opts = new HashMap<>();
@@ -33,6 +33,7 @@ public final class Interop {
             case "produce" -> ProduceCheck.run(new Options(opts));
             case "consume" -> ConsumeCheck.run(new Options(opts));
             case "admin" -> AdminCheck.run(new Options(opts));
+            case "positions" -> PositionsCheck.run(new Options(opts));
             default -> {
                 System.err.println("unknown scenario " + args[0]);
                 System.exit(2);
