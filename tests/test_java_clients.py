@@ -16,7 +16,8 @@ import pytest
 import seglog
 from cluster_helpers import Ack, Zk, check_acknowledged, consume_all, next_offsets
 from java_helpers import VERSIONS, Running, done, run
-from seglog.testing import LocalCluster
+from kafka_reference import KafkaBroker
+from seglog.testing import LocalCluster, ZooKeeper
 from test_replication import FAST, SESSION_MS, TOPIC, MakeCluster, topic_with_full_isr, up
 
 pytestmark = pytest.mark.java
@@ -322,3 +323,31 @@ def test_consumer_offsets_for_times_beginning_end_and_seek(
     assert bounds == {"beginning": 2, "end": 10, "forTime": {"offset": 5, "timestamp": 1005}}
     assert end["read"][:3] == [6, 7, 8] and end["read"] == list(range(6, 6 + len(end["read"])))
     assert end["positions"] == {"afterSeekToBeginning": 2, "afterSeekToEnd": 10}
+
+
+def admin_tour(version: str, bootstrap: str) -> dict[str, dict]:
+    return {line["op"]: line for line in run(version, "admin", bootstrap=bootstrap, topic="a")}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_admin_tour_answers_as_kafka_does(
+    served: tuple[seglog.Store, seglog.Broker], zookeeper: ZooKeeper, tmp_path: Path, version: str
+) -> None:
+    _, broker = served
+    with KafkaBroker(tmp_path / "kafka", zookeeper.connect_string) as kafka:
+        theirs = admin_tour(version, kafka.bootstrap_servers)
+    ours = admin_tour(version, broker.bootstrap_servers)
+    assert list(ours) == list(theirs)
+    for tour in (ours, theirs):
+        tour["describeCluster"].pop("clusterId")
+        for d in tour["describeLogDirs"]["dirs"]:
+            d.pop("path")
+    configs = {}
+    for op in ("describeConfigs", "incrementalAlterConfigs"):
+        configs[op] = (ours[op].pop("entries"), theirs[op].pop("entries"))
+    differ = {op: (ours[op], theirs[op]) for op in ours if ours[op] != theirs[op]}
+    assert not differ, differ
+    for op, (mine, kafkas) in configs.items():
+        assert set(mine) <= set(kafkas), f"{op}: keys Kafka does not have: {set(mine) - set(kafkas)}"
+        unlike = {k: (v, kafkas[k]) for k, v in mine.items() if v != kafkas[k]}
+        assert not unlike, f"{op}: {unlike}"
