@@ -351,3 +351,31 @@ def test_admin_tour_answers_as_kafka_does(
         assert set(mine) <= set(kafkas), f"{op}: keys Kafka does not have: {set(mine) - set(kafkas)}"
         unlike = {k: (v, kafkas[k]) for k, v in mine.items() if v != kafkas[k]}
         assert not unlike, f"{op}: {unlike}"
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("version", VERSIONS)
+def test_admin_calls_on_a_three_broker_cluster(
+    local_cluster: MakeCluster, zk_of: Callable[[LocalCluster], Zk], version: str
+) -> None:
+    cluster, _ = up(local_cluster, zk_of, config=FAST)
+    steps = {
+        line["op"]: line
+        for line in run(version, "admin", bootstrap=cluster.bootstrap_servers, topic="a", replicas=3)
+    }
+    failed = {op: s for op, s in steps.items() if "error" in s}
+    assert not failed, failed
+    for created in (steps["describeTopics"], steps["createPartitions"]):
+        for p in created["partitions"]:
+            assert sorted(p["replicas"]) == [1, 2, 3] and p["leader"] in (1, 2, 3), p
+    assert len(steps["createPartitions"]["partitions"]) == 3
+    assert steps["describeCluster"]["nodes"] == [1, 2, 3]
+    assert steps["describeConfigs"]["entries"]["retention.ms"]["value"] == "3600000"
+    assert steps["incrementalAlterConfigs"]["entries"]["retention.ms"]["value"] == "7200000"
+    assert steps["deleteRecords"]["lowWatermark"] == 3
+    assert steps["listConsumerGroupOffsets"]["offsets"]["a-0"] == {"offset": 5, "metadata": "five"}
+    dirs = steps["describeLogDirs"]["dirs"]
+    assert sorted(d["broker"] for d in dirs) == [1, 2, 3]
+    for d in dirs:
+        assert set(d["sizes"]) == {"a-0", "a-1", "a-2"}, d
+    assert "a" not in steps["deleteTopics"]["names"]

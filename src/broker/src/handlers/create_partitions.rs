@@ -4,6 +4,7 @@
 //! one, INVALID_REPLICA_ASSIGNMENT for an assignment off this one broker.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
@@ -91,7 +92,8 @@ pub async fn handle(shared: &Arc<Shared>, r: CreatePartitionsRequest, _version: 
                     ),
                 ))
             } else {
-                repl.add_partitions(t.name.0.as_str(), t.count, r.validate_only).await
+                let timeout = Duration::from_millis(r.timeout_ms.max(0) as u64);
+                repl.add_partitions(t.name.0.as_str(), t.count, r.validate_only, timeout).await
             };
             results.push(match outcome {
                 Ok(()) => result,

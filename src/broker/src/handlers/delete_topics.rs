@@ -34,7 +34,8 @@ pub async fn handle(shared: &Arc<Shared>, r: DeleteTopicsRequest, _version: i16)
                     format!("Deletion of internal topic {n} is prohibited."),
                 ))
             } else {
-                repl.delete_topic(&n).await
+                let timeout = std::time::Duration::from_millis(r.timeout_ms.max(0) as u64);
+                repl.delete_topic(&n, timeout).await
             };
             let result = DeletableTopicResult::default().with_name(Some(name));
             responses.push(match outcome {

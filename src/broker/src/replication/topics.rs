@@ -58,16 +58,34 @@ impl Replication {
             "topic_created",
             &[("topic", &name), ("partitions", &partitions), ("assignment", &format!("{assignment:?}"))],
         );
+        self.wait_until_led(name, partitions, timeout).await;
+        Ok(())
+    }
+
+    /// Waits up to `timeout` until this broker's view no longer has `name`
+    /// (Kafka's DelayedDeleteTopics).
+    async fn wait_until_gone(&self, name: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let mut changed = self.changed.subscribe();
+        while self.view().topics.contains_key(name) && Instant::now() < deadline {
+            let _ = tokio::time::timeout(Duration::from_millis(50), changed.changed()).await;
+        }
+    }
+
+    /// Waits up to `timeout` until this broker's view shows `partitions`
+    /// partitions of `name`, each with a leader (Kafka's
+    /// DelayedCreatePartitions): a client's next request here sees them.
+    async fn wait_until_led(&self, name: &str, partitions: i32, timeout: Duration) {
         let deadline = Instant::now() + timeout;
         let mut changed = self.changed.subscribe();
         loop {
             let view = self.view();
-            let led = view
-                .topics
-                .get(name)
-                .is_some_and(|t| t.states.iter().all(|s| s.as_ref().is_some_and(|s| s.state.leader >= 0)));
+            let led = view.topics.get(name).is_some_and(|t| {
+                t.states.len() >= partitions as usize
+                    && t.states.iter().all(|s| s.as_ref().is_some_and(|s| s.state.leader >= 0))
+            });
             if led || Instant::now() >= deadline {
-                return Ok(());
+                return;
             }
             let _ = tokio::time::timeout(Duration::from_millis(50), changed.changed()).await;
         }
@@ -100,7 +118,7 @@ impl Replication {
 
     /// Deletes a topic's znodes (its partition states, assignment and
     /// config) in one multi; every member then deletes its replicas.
-    pub async fn delete_topic(&self, name: &str) -> Result<(), (i16, String)> {
+    pub async fn delete_topic(&self, name: &str, timeout: Duration) -> Result<(), (i16, String)> {
         use kafka_protocol::ResponseError as E;
         let client = self.connected()?;
         let missing = || (E::UnknownTopicOrPartition.code(), format!("The topic '{name}' does not exist."));
@@ -134,6 +152,7 @@ impl Replication {
             match multi.commit().await {
                 Ok(_) => {
                     log("info", "topic_deleted", &[("topic", &name)]);
+                    self.wait_until_gone(name, timeout).await;
                     return Ok(());
                 }
                 // Something changed under it (a state created meanwhile): read again.
@@ -152,6 +171,7 @@ impl Replication {
         name: &str,
         count: i32,
         validate_only: bool,
+        timeout: Duration,
     ) -> Result<(), (i16, String)> {
         use kafka_protocol::ResponseError as E;
         let client = self.connected()?;
@@ -188,7 +208,10 @@ impl Replication {
         let json = znodes::assignment_replaced(&data, &assignment)
             .ok_or((E::UnknownServerError.code(), format!("{path} is not Kafka's topic JSON")))?;
         match client.set_data(&path, &json, Some(stat.version)).await {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                self.wait_until_led(name, count, timeout).await;
+                Ok(())
+            }
             Err(ZkError::BadVersion) => Err((
                 E::ConcurrentTransactions.code(),
                 format!("topic '{name}' changed meanwhile: try again"),
