@@ -130,9 +130,11 @@ pub async fn serve_connection(
 /// Handles one request. Read-only requests, whose answers can be as large as
 /// the cluster (Metadata for every topic, ListGroups), are answered a few at a
 /// time (one per network thread): making an answer takes CPU and memory, and
-/// a crowd of such requests gains nothing from more at once.
+/// a crowd of such requests gains nothing from more at once. Metadata takes
+/// its turn itself, after any topic creation it waits on ZooKeeper for.
 async fn answer(shared: &Arc<Shared>, peer: SocketAddr, frame: bytes::Bytes) -> Outcome {
-    let _turn = match answerable_again(&frame) {
+    let metadata = HeaderStart::peek(&frame).is_some_and(|h| h.api_key == ApiKey::Metadata as i16);
+    let _turn = match answerable_again(&frame) && !metadata {
         // The semaphore is never closed.
         true => shared.answering.acquire().await.ok(),
         false => None,

@@ -120,6 +120,8 @@ async fn handle_replicated(
         }
         view = repl.view();
     }
+    // The answer is made in turn with other read-only answers (see connection.rs).
+    let _turn = shared.answering.acquire().await;
     let topics: Vec<MetadataResponseTopic> = match wanted {
         None => view.topics.keys().map(|n| describe_replicated(&view, n)).collect(),
         Some(names) => names
@@ -173,6 +175,8 @@ pub async fn handle(shared: &Arc<Shared>, r: MetadataRequest, version: i16) -> R
     };
     // v4+ carries the client's consent to creation; earlier versions always create.
     let create = version < 4 || r.allow_auto_topic_creation;
+    // The answer is made in turn with other read-only answers (see connection.rs).
+    let _turn = shared.answering.acquire().await;
     let topics = blocking(move || match wanted {
         None => store.topics().unwrap_or_default().iter().map(|n| describe(&store, n, false, node)).collect(),
         Some(names) => names.iter().map(|n| describe(&store, n, create, node)).collect::<Vec<_>>(),
