@@ -7,14 +7,13 @@ against the store."""
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 import seglog
-from cluster_helpers import Ack, Zk, check_acknowledged, consume_all, next_offsets
+from cluster_helpers import Ack, Zk, check_acknowledged, consume_all, next_offsets, wait_for
 from java_helpers import VERSIONS, Running, done, run
 from kafka_reference import KafkaBroker
 from seglog.testing import LocalCluster, ZooKeeper
@@ -114,14 +113,6 @@ ASSIGNORS = {
 }
 
 
-def wait_until(what: str, check: Callable[[], bool], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout:.0f} s: {what}")
-        time.sleep(0.05)
-
-
 def append_round(store: seglog.Store, topic: str, partitions: int, round_: int, n: int) -> None:
     for p in range(partitions):
         store.append(topic, p, [(f"k{round_}".encode(), f"{round_}-{p}-{i}".encode()) for i in range(n)])
@@ -157,26 +148,26 @@ def test_consumer_group_shares_partitions_and_takes_over_on_leave_and_death(
         )
         members = [Running(version, "consume", stop=tmp_path / f"stop{i}", **member) for i in range(3)]
         try:
-            wait_until("three members sharing the six partitions", lambda: covers(members, 6))
+            wait_for("three members sharing the six partitions", lambda: covers(members, 6), 60)
             append_round(store, "g", 6, 0, 50)
-            wait_until("every record read", lambda: len(consumed(members)) >= 300)
+            wait_for("every record read", lambda: len(consumed(members)) >= 300, 60)
             for m in members:
                 owned = set(m.assignment() or [])
                 assert {r["partition"] for r in m.records()} <= owned
             # One leaves: it commits what it read and the other two take its partitions.
             (tmp_path / "stop0").touch()
             members[0].finish()
-            wait_until("two members sharing the six partitions", lambda: covers(members[1:], 6))
+            wait_for("two members sharing the six partitions", lambda: covers(members[1:], 6), 60)
             append_round(store, "g", 6, 1, 50)
-            wait_until("the second round read", lambda: len(set(consumed(members))) >= 600)
+            wait_for("the second round read", lambda: len(set(consumed(members))) >= 600, 60)
             assert len(consumed(members)) == 600, "a record was read twice after a clean leave"
             # One dies: after its session times out the last member takes everything. What
             # the dead member read since its last commit may be read again (at least once).
             dead = set(members[1].assignment() or [])
             members[1].kill()
-            wait_until("the last member owning all six", lambda: covers(members[2:], 6))
+            wait_for("the last member owning all six", lambda: covers(members[2:], 6), 60)
             append_round(store, "g", 6, 2, 50)
-            wait_until("the third round read", lambda: len(set(consumed(members))) >= 900)
+            wait_for("the third round read", lambda: len(set(consumed(members))) >= 900, 60)
             seen = consumed(members)
             twice = {pr for pr in seen if seen.count(pr) > 1}
             assert {p for p, _ in twice} <= dead
