@@ -90,8 +90,10 @@ def test_abandoned_long_polls_are_dropped_with_their_connections(tmp_path: Path)
                     reset(s)
                 else:
                     s.close()
-        wait_until("every long poll dropped", lambda: metric(served, "seglog_requests_cancelled_total") == n)
-        assert metric(served, "seglog_purgatory_parked") == 0
+        # At least n: the well-behaved consumer's own last long poll may be dropped too
+        # when it closes.
+        wait_until("every long poll dropped", lambda: metric(served, "seglog_requests_cancelled_total") >= n)
+        wait_until("nothing parked", lambda: metric(served, "seglog_purgatory_parked") == 0)
         wait_until("the broker's descriptors back to their baseline", lambda: open_fds(served) <= baseline)
         assert_serves(served.bootstrap)
         alive(served)
