@@ -237,6 +237,12 @@ def test_admin_calls_one_after_another(served: tuple[seglog.Store, seglog.Broker
     [logdir] = steps["describeLogDirs"]["dirs"]
     assert logdir["broker"] == 0 and logdir["error"] is None
     assert set(logdir["sizes"]) == {"a-0", "a-1", "a-2"} and logdir["sizes"]["a-0"] > 0
+    # One broker leads every partition, its only replica: no election is ever needed.
+    needed_none = "ElectionNotNeededException"
+    assert steps["electLeaders"]["preferred"] == {f"a-{p}": needed_none for p in range(3)}
+    assert steps["electLeaders"]["unclean"] == {"a-0": needed_none}
+    assert steps["electLeaders"]["missing"] == {"a-99": "UnknownTopicOrPartitionException"}
+    assert steps["electLeaders"]["everyPartition"] == {}
     assert "a" not in steps["deleteTopics"]["names"]
 
 
@@ -369,4 +375,10 @@ def test_admin_calls_on_a_three_broker_cluster(
     assert sorted(d["broker"] for d in dirs) == [1, 2, 3]
     for d in dirs:
         assert set(d["sizes"]) == {"a-0", "a-1", "a-2"}, d
+    # Fresh partitions are led by their preferred replicas: no election needed.
+    elected = steps["electLeaders"]
+    assert elected["preferred"] == {f"a-{p}": "ElectionNotNeededException" for p in range(3)}
+    assert elected["unclean"] == {"a-0": "ElectionNotNeededException"}
+    assert elected["missing"] == {"a-99": "UnknownTopicOrPartitionException"}
+    assert elected["everyPartition"] == {}
     assert "a" not in steps["deleteTopics"]["names"]

@@ -10,13 +10,16 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 import seglog
+from cluster_helpers import Zk
 from java_helpers import VERSIONS, tool
+from seglog.testing import LocalCluster
+from test_replication import BROKERS, FAST, TOPIC, MakeCluster, topic_with_full_isr, up
 
 pytestmark = pytest.mark.java
 
@@ -301,3 +304,51 @@ def test_kafka_dump_log_reads_every_kind_of_file_seglog_writes(tmp_path: Path, v
     values = re.findall(r"payload: value-(\d+)", printed.stdout)
     assert len(values) < 300, "compaction left every record"
     assert {int(v) for v in values} >= set(range(293, 300)), "each key's last value is kept"
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("version", VERSIONS)
+def test_leader_election_gives_leadership_back_to_preferred_replicas(
+    local_cluster: MakeCluster, zk_of: Callable[[LocalCluster], Zk], version: str
+) -> None:
+    # No automatic rebalance: only the tool moves leadership back.
+    cluster, zk = up(local_cluster, zk_of, config={**FAST, "auto.leader.rebalance.enable": "false"})
+    parts = topic_with_full_isr(cluster, zk)
+    bs = ["--bootstrap-server", cluster.bootstrap_servers]
+    preferred = {p: zk.assignment(TOPIC)[p][0] for p in parts}
+    victim = preferred[0]
+    moved = [p for p in parts if preferred[p] == victim]
+    cluster.kill(victim)
+    for p in moved:
+        zk.wait_until_new_leader(TOPIC, p, victim)
+    cluster.start(victim)
+    zk.wait_until_isr(TOPIC, parts, BROKERS)
+    assert all(zk.leader(TOPIC, p) != victim for p in moved)
+
+    def elect(*args: str) -> list[str]:
+        return lines(tool(version, "kafka-leader-election", *bs, *args).stdout)
+
+    first = moved[0]
+    out = elect("--election-type", "preferred", "--topic", TOPIC, "--partition", str(first))
+    assert out == [f"Successfully completed leader election (PREFERRED) for partitions {TOPIC}-{first}"]
+    assert zk.leader(TOPIC, first) == victim
+    # The rest of them: those that need it, of every partition.
+    rest = ", ".join(f"{TOPIC}-{p}" for p in moved[1:])
+    out = elect("--election-type", "preferred", "--all-topic-partitions")
+    if rest:
+        assert out == [f"Successfully completed leader election (PREFERRED) for partitions {rest}"]
+    else:  # every partition named none: those needing no election are left out
+        assert out == [], out
+    assert {p: zk.leader(TOPIC, p) for p in parts} == preferred
+    # Now none needs one; an unclean election neither, every leader being alive.
+    for kind in ("preferred", "unclean"):
+        out = elect("--election-type", kind, "--topic", TOPIC, "--partition", "0")
+        assert out == [f"Valid replica already elected for partitions {TOPIC}-0"], out
+    # The metadata every broker hands out shows the preferred leaders.
+    described = lines(tool(version, "kafka-topics", *bs, "--describe", "--topic", TOPIC).stdout)
+    leaders = {
+        int(m[1]): int(m[2])
+        for m in (re.search(r"Partition: (\d+)\s+Leader: (\d+)", x) for x in described)
+        if m
+    }
+    assert leaders == preferred

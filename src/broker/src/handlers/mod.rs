@@ -18,6 +18,7 @@ mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
 mod describe_log_dirs;
+mod elect_leaders;
 mod fetch;
 mod find_coordinator;
 mod heartbeat;
@@ -68,6 +69,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteRecords, delete_records::VERSIONS.0, delete_records::VERSIONS.1),
     (ApiKey::DescribeCluster, describe_cluster::VERSIONS.0, describe_cluster::VERSIONS.1),
     (ApiKey::DescribeLogDirs, describe_log_dirs::VERSIONS.0, describe_log_dirs::VERSIONS.1),
+    (ApiKey::ElectLeaders, elect_leaders::VERSIONS.0, elect_leaders::VERSIONS.1),
     (ApiKey::OffsetForLeaderEpoch, offset_for_leader_epoch::VERSIONS.0, offset_for_leader_epoch::VERSIONS.1),
     (ApiKey::FindCoordinator, find_coordinator::VERSIONS.0, find_coordinator::VERSIONS.1),
     (ApiKey::JoinGroup, join_group::VERSIONS.0, join_group::VERSIONS.1),
@@ -135,6 +137,7 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::DeleteRecords => "DeleteRecords",
         ApiKey::DescribeCluster => "DescribeCluster",
         ApiKey::DescribeLogDirs => "DescribeLogDirs",
+        ApiKey::ElectLeaders => "ElectLeaders",
         ApiKey::OffsetForLeaderEpoch => "OffsetForLeaderEpoch",
         ApiKey::FindCoordinator => "FindCoordinator",
         ApiKey::JoinGroup => "JoinGroup",
@@ -205,6 +208,7 @@ pub async fn handle(shared: &Arc<Shared>, frame: Bytes) -> Outcome {
         RequestKind::DeleteRecords(r) => delete_records::handle(shared, r, version).await,
         RequestKind::DescribeCluster(r) => describe_cluster::handle(shared, r, version).await,
         RequestKind::DescribeLogDirs(r) => describe_log_dirs::handle(shared, r).await,
+        RequestKind::ElectLeaders(r) => elect_leaders::handle(shared, r, version).await,
         RequestKind::OffsetForLeaderEpoch(r) => offset_for_leader_epoch::handle(shared, r, version).await,
         RequestKind::FindCoordinator(r) => find_coordinator::handle(shared, r, version).await,
         RequestKind::JoinGroup(r) => join_group::handle(shared, r, &header, version).await,

@@ -116,6 +116,57 @@ pub fn decide(
     None
 }
 
+/// The elections an admin may ask for (ElectLeaders' election type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Election {
+    /// The first assigned replica leads, if it is live and in the ISR.
+    Preferred,
+    /// A partition with no live leader gets one: an ISR member if one lives,
+    /// else any live replica (what unclean.leader.election.enable would do).
+    Unclean,
+}
+
+/// What an election an admin asks for makes of a partition: its new state,
+/// or the Kafka code that says why there is none (ELECTION_NOT_NEEDED when
+/// the partition already has the leader asked for).
+pub fn elect(
+    assignment: &[i32],
+    current: &PartitionState,
+    live: &dyn Fn(i32) -> bool,
+    election: Election,
+    controller_epoch: i32,
+) -> Result<PartitionState, i16> {
+    use kafka_protocol::ResponseError as E;
+    match election {
+        Election::Preferred => {
+            let Some(&preferred) = assignment.first() else {
+                return Err(E::PreferredLeaderNotAvailable.code());
+            };
+            if preferred == current.leader {
+                return Err(E::ElectionNotNeeded.code());
+            }
+            if !live(preferred) || !current.isr.contains(&preferred) {
+                return Err(E::PreferredLeaderNotAvailable.code());
+            }
+            Ok(PartitionState::new(
+                controller_epoch,
+                preferred,
+                current.leader_epoch + 1,
+                current.isr.clone(),
+            ))
+        }
+        Election::Unclean => {
+            if current.leader >= 0 && live(current.leader) {
+                return Err(E::ElectionNotNeeded.code());
+            }
+            match decide(assignment, Some(current), live, true, false, controller_epoch) {
+                Some(s) if s.leader >= 0 => Ok(s),
+                _ => Err(E::EligibleLeadersNotAvailable.code()),
+            }
+        }
+    }
+}
+
 /// Why a controller pass ended early.
 pub enum Fenced {
     /// Another broker's controller epoch is newer: this one stops.
@@ -182,7 +233,7 @@ pub async fn reconcile(
 
 /// Writes one state under the controller epoch check: `Ok(false)` if the
 /// state changed since it was read (a newer view will come).
-async fn write_state(
+pub(super) async fn write_state(
     client: &Client,
     ctl: &ControllerState,
     topic: &str,

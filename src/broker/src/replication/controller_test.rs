@@ -56,6 +56,31 @@ fn elections_follow_kafkas_rules() {
     assert_eq!(decide(&a, Some(&state(2, 3, &[2, 3])), &all, false, true, 5), None);
 }
 
+#[test]
+fn elections_an_admin_asks_for() {
+    use kafka_protocol::ResponseError as E;
+    let all = |_: i32| true;
+    let a = [1, 2, 3];
+    let p = Election::Preferred;
+    // Preferred: 1 leads once it is live and in sync; the ISR stays.
+    let s = state(2, 3, &[2, 3, 1]);
+    assert_eq!(elect(&a, &s, &all, p, 5), Ok(PartitionState::new(5, 1, 4, vec![2, 3, 1])));
+    assert_eq!(elect(&a, &state(1, 3, &[1, 2]), &all, p, 5), Err(E::ElectionNotNeeded.code()));
+    let out_of_sync = state(2, 3, &[2, 3]);
+    assert_eq!(elect(&a, &out_of_sync, &all, p, 5), Err(E::PreferredLeaderNotAvailable.code()));
+    assert_eq!(elect(&a, &s, &|b| b != 1, p, 5), Err(E::PreferredLeaderNotAvailable.code()));
+    // ... and takes over from a dead leader too.
+    assert_eq!(elect(&a, &s, &|b| b != 2, p, 5), Ok(PartitionState::new(5, 1, 4, vec![2, 3, 1])));
+    // Unclean: not while the leader lives.
+    let u = Election::Unclean;
+    assert_eq!(elect(&a, &s, &all, u, 5), Err(E::ElectionNotNeeded.code()));
+    // A live ISR member first, then any live replica.
+    let offline = state(-1, 4, &[1, 2]);
+    assert_eq!(elect(&a, &offline, &|b| b != 1, u, 5), Ok(PartitionState::new(5, 2, 5, vec![2])));
+    assert_eq!(elect(&a, &offline, &|b| b == 3, u, 5), Ok(PartitionState::new(5, 3, 5, vec![3])));
+    assert_eq!(elect(&a, &offline, &|_| false, u, 5), Err(E::EligibleLeadersNotAvailable.code()));
+}
+
 proptest::proptest! {
     /// Whatever the liveness, ISR and settings: a leader is live and in the
     /// new ISR; without unclean election it was in the old ISR; the ISR is

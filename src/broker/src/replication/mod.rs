@@ -17,6 +17,7 @@
 //! znode version, so no two brokers can both believe a stale state wins.
 
 mod controller;
+mod elections;
 mod fetcher;
 mod partition;
 pub mod placement;
@@ -33,7 +34,9 @@ use seglog_core::store::Store;
 use tokio::sync::watch;
 use zookeeper_client::{AddWatchMode, Client, CreateMode, Error as ZkError, EventType, SessionState};
 
+pub use self::controller::Election;
 use self::controller::{ControllerState, Fenced};
+pub use self::elections::Elected;
 pub use self::partition::Partition;
 use self::partition::{PartitionKey, SharedPartition};
 pub use self::view::ClusterView;

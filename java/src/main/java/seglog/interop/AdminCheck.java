@@ -4,7 +4,9 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;
+import java.util.HashSet;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Properties;
 import java.util.Set;
 import java.util.TreeMap;
@@ -27,6 +29,7 @@ import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.ElectionType;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
@@ -158,10 +161,26 @@ final class AdminCheck {
             }));
             return Json.of("dirs", dirs);
         });
+        step("electLeaders", () -> {
+            Set<TopicPartition> all = new HashSet<>();
+            for (int i = 0; i < 3; i++) all.add(new TopicPartition(topic, i));
+            return Json.of("preferred", elect(ElectionType.PREFERRED, all))
+                    .put("unclean", elect(ElectionType.UNCLEAN, Set.of(p0)))
+                    .put("missing", elect(ElectionType.PREFERRED, Set.of(new TopicPartition(topic, 99))))
+                    .put("everyPartition", elect(ElectionType.PREFERRED, null));
+        });
         step("deleteTopics", () -> {
             admin.deleteTopics(List.of(topic)).all().get();
             return Json.of("names", new ArrayList<>(admin.listTopics().names().get()));
         });
+    }
+
+    /** Each partition's outcome: null for a leader elected, else the exception's class. */
+    private Map<String, Object> elect(ElectionType type, Set<TopicPartition> partitions) throws Exception {
+        Map<TopicPartition, Optional<Throwable>> results = admin.electLeaders(type, partitions).partitions().get();
+        Map<String, Object> out = new TreeMap<>();
+        results.forEach((tp, e) -> out.put(tp.toString(), e.map(x -> x.getClass().getSimpleName()).orElse(null)));
+        return out;
     }
 
     private Json describeTopic() throws Exception {
