@@ -15,7 +15,7 @@ BENCH_ARGS ?=
 export VIRTUAL_ENV := $(CURDIR)/$(VENV)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: run test test-rust test-python test-crash test-cluster test-java java maven cluster zookeeper lint bench bench-kcat bench-spark bench-rust develop wheel clean
+.PHONY: run test test-rust test-python test-crash test-cluster test-java java spark-kafka maven cluster zookeeper lint bench bench-kcat bench-spark bench-rust develop wheel clean
 
 $(PY):
 	@echo "==> creating $(VENV)"
@@ -40,8 +40,10 @@ develop: $(DEPS)
 
 # The main job: a Spark Structured Streaming pipeline on an embedded store
 # (pyspark comes with the test extra that develop installs).
-run: develop
-	$(PY) examples/pipeline.py
+# RUN_ARGS="--via kafka" runs it through a broker with Spark's own Kafka connector.
+RUN_ARGS ?=
+run: develop spark-kafka
+	$(PY) examples/pipeline.py $(RUN_ARGS)
 
 test: test-rust test-python
 
@@ -73,7 +75,7 @@ JAVA_VERSIONS := $(shell cat java/versions)
 NO_ANSI := sed -e 's/\x1b\[[0-9;]*m//g'
 
 JAVA_SOURCES := java/pom.xml java/versions $(wildcard java/src/main/java/seglog/interop/*.java)
-java: $(foreach v,$(JAVA_VERSIONS),java/target/kafka-$(v)/classpath.txt java/target/tools-$(v)/classpath.txt)
+java: $(foreach v,$(JAVA_VERSIONS),java/target/kafka-$(v)/classpath.txt java/target/tools-$(v)/classpath.txt) spark-kafka
 
 java/target/kafka-%/classpath.txt: $(JAVA_SOURCES) | maven
 	@echo "==> building the Java clients' checks against kafka-clients $*"
@@ -84,6 +86,16 @@ java/target/kafka-%/classpath.txt: $(JAVA_SOURCES) | maven
 java/target/tools-%/classpath.txt: java/tools/pom.xml java/versions | maven
 	@echo "==> resolving Kafka $*'s command-line tools"
 	mvn -q -B -Dstyle.color=never -f java/tools/pom.xml -Dkafka.version=$* package 2>&1 | $(NO_ANSI)
+	touch $@
+
+# Spark's own Kafka connector (format("kafka")) at the version of PySpark that
+# pyproject.toml pins: the jars PySpark lacks, for spark.jars.
+SPARK_VERSION := $(shell sed -n 's/^ *"pyspark==\([0-9.]*\)".*/\1/p' pyproject.toml)
+spark-kafka: java/target/spark-kafka-$(SPARK_VERSION)/classpath.txt
+
+java/target/spark-kafka-%/classpath.txt: java/spark/pom.xml pyproject.toml | maven
+	@echo "==> resolving Spark $*'s Kafka connector"
+	mvn -q -B -Dstyle.color=never -f java/spark/pom.xml -Dspark.version=$* package 2>&1 | $(NO_ANSI)
 	touch $@
 
 # Maven and a JDK from Debian's packages when missing (needs root).
@@ -131,7 +143,7 @@ bench: develop $(VENV)/.bench-installed bench-kcat zookeeper
 
 # Spark reading seglog through path and through a broker, next to Parquet, and
 # writing through both (docs/spark.md). SPARK_BENCH_ARGS="--records 200000" for less.
-bench-spark: develop
+bench-spark: develop spark-kafka
 	$(PY) benches/bench_spark.py $(SPARK_BENCH_ARGS)
 
 # kcat (librdkafka's command-line client, a native program) for the broker rows

@@ -1,5 +1,5 @@
-"""Spark reading seglog (through `path` and through a broker) vs Spark reading
-Parquet: the same 1,000,000 records.
+"""Spark reading seglog (through `path`, through a broker, and through a broker
+with Spark's own Kafka connector) vs Spark reading Parquet: the same 1,000,000 records.
 
     .venv/bin/python benches/bench_spark.py [--records N] [--value-bytes B] [--runs R] [--json FILE]
 
@@ -8,16 +8,18 @@ writes the same records (Spark's Kafka columns) as 2 Parquet files (one per
 partition, so all sources get 2 tasks), then on one local[2] SparkSession times
 `count(*), sum(length(value))` over each source: the store opened by the
 executors (`path`), the same store served by a `seglog.Broker` in this process
-(`kafka.bootstrap.servers`: Fetch requests decoded into Arrow in Rust), and
-Parquet. The reads run in rounds, each source once per round in turn (path
-and Parquet, then, with the broker up, the broker and Parquet), after a
+(`kafka.bootstrap.servers`: Fetch requests decoded into Arrow in Rust), the
+same broker read by Spark's Kafka connector (`format("kafka")`, its jars as
+`make java` resolves them), and Parquet. The reads run in rounds, each source
+once per round in turn (path and Parquet, then, with the broker up, the broker,
+the connector and Parquet), after a
 warm-up round: so that every source meets the JVM equally warmed up. The JVM
 keeps its default collector (G1 with 2 or more CPUs; see `local_session`). Prints
 the best of R rounds and the median over rounds of each round's ratio to the
 Parquet run of the same round. Also times a batch write of the N
 records into a seglog topic, through `path` (2 tasks that take the store's writer
-lock in turn) and through the broker (2 tasks producing with acks=all). Prints
-rows/s and the ratios.
+lock in turn), through the broker (2 tasks producing with acks=all) and through
+the broker with the connector's Kafka sink. Prints rows/s and the ratios.
 """
 
 from __future__ import annotations
@@ -34,12 +36,26 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pyspark
 
 import seglog
 from seglog.spark import local_session
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+SERVERS = "kafka.bootstrap.servers"
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def connector_jars() -> list[str]:
+    """Spark's Kafka connector for this PySpark, as `make java` resolves it."""
+    listed = ROOT / "java" / "target" / f"spark-kafka-{pyspark.__version__}" / "classpath.txt"
+    if not listed.is_file():
+        sys.exit(f"{listed} is missing: `make bench-spark` resolves Spark's Kafka connector")
+    return listed.read_text().strip().split(":")
 
 
 def build(root: Path, n: int, value_bytes: int) -> tuple[Path, Path]:
@@ -110,7 +126,7 @@ def main() -> None:
         t = time.perf_counter()
         store_path, parquet_dir = build(root, n, args.value_bytes)
         print(f"built {n:,} records of {args.value_bytes} B in {time.perf_counter() - t:.1f}s", flush=True)
-        spark = local_session("seglog-bench", driver_memory="2g")
+        spark = local_session("seglog-bench", driver_memory="2g", jars=connector_jars())
         management = spark.sparkContext._jvm.java.lang.management
         gc_names = [b.getName() for b in management.ManagementFactory.getGarbageCollectorMXBeans()]
         print(f"JVM collectors: {', '.join(gc_names)}", flush=True)
@@ -134,6 +150,11 @@ def main() -> None:
             r = df.selectExpr(*agg).first()
             assert r is not None and (r.n, r.bytes) == expected, r
 
+        def connector_read() -> None:
+            df = spark.read.format("kafka").option("subscribe", "bench").option(SERVERS, servers).load()
+            r = df.selectExpr(*agg).first()
+            assert r is not None and (r.n, r.bytes) == expected, r
+
         def parquet_read() -> None:
             r = spark.read.parquet(str(parquet_dir)).selectExpr(*agg).first()
             assert r is not None and (r.n, r.bytes) == expected, r
@@ -153,17 +174,28 @@ def main() -> None:
                 "topic", topic
             ).option("kafka.bootstrap.servers", servers).mode("append").save()
 
+        def connector_write() -> None:
+            topic = f"connector{next(counter)}"
+            broker.store.create_topic(topic, partitions=2)
+            spark.read.parquet(str(parquet_dir)).select("key", "value").write.format("kafka").option(
+                "topic", topic
+            ).option(SERVERS, servers).save()
+
         first = rounds(args.runs, {"path": seglog_read, "parquet": parquet_read})
         t_write = best_of(args.runs, seglog_write)
         # The broker holds the store's writer lock, so its figures come last.
         with seglog.Broker(store_path) as broker:
             servers = broker.bootstrap_servers
-            second = rounds(args.runs, {"broker": broker_read, "parquet": parquet_read})
+            second = rounds(
+                args.runs, {"broker": broker_read, "connector": connector_read, "parquet": parquet_read}
+            )
             t_broker_write = best_of(args.runs, broker_write)
-        t_seglog, t_broker = min(first["path"]), min(second["broker"])
+            t_connector_write = best_of(args.runs, connector_write)
+        t_seglog, t_broker, t_connector = min(first["path"]), min(second["broker"]), min(second["connector"])
         t_parquet = min(first["parquet"] + second["parquet"])
         path_ratio = median_ratio(first["path"], first["parquet"])
         broker_ratio = median_ratio(second["broker"], second["parquet"])
+        connector_ratio = median_ratio(second["connector"], second["parquet"])
         spark.stop()
 
     figures = {
@@ -177,19 +209,26 @@ def main() -> None:
         "seglog_over_parquet": round(t_parquet / t_seglog, 3),
         "seglog_over_parquet_median_round": round(path_ratio, 3),
         "broker_over_parquet_median_round": round(broker_ratio, 3),
-        "rounds": {"path_and_parquet": first, "broker_and_parquet": second},
+        "connector_over_parquet_median_round": round(connector_ratio, 3),
+        "rounds": {"path_and_parquet": first, "broker_connector_and_parquet": second},
         "broker_read_s": round(t_broker, 3),
         "broker_read_rows_per_s": round(n / t_broker),
         "broker_over_path": round(t_seglog / t_broker, 3),
         "broker_over_parquet": round(t_parquet / t_broker, 3),
+        "connector_read_s": round(t_connector, 3),
+        "connector_read_rows_per_s": round(n / t_connector),
+        "connector_over_parquet": round(t_parquet / t_connector, 3),
         "seglog_write_s": round(t_write, 3),
         "seglog_write_rows_per_s": round(n / t_write),
         "broker_write_s": round(t_broker_write, 3),
         "broker_write_rows_per_s": round(n / t_broker_write),
+        "connector_write_s": round(t_connector_write, 3),
+        "connector_write_rows_per_s": round(n / t_connector_write),
     }
     best = f"best of {args.runs} rounds"
     print(f"Spark reads seglog, path  : {n / t_seglog:12,.0f} rows/s  ({t_seglog:.2f}s, {best})")
     print(f"Spark reads seglog, broker: {n / t_broker:12,.0f} rows/s  ({t_broker:.2f}s)")
+    print(f"Spark's Kafka connector   : {n / t_connector:12,.0f} rows/s  ({t_connector:.2f}s, the broker)")
     print(f"Spark reads Parquet       : {n / t_parquet:12,.0f} rows/s  ({t_parquet:.2f}s)")
     print(
         f"path / Parquet            : {t_parquet / t_seglog:.2f}x the rows/s (best of each); "
@@ -199,6 +238,10 @@ def main() -> None:
         f"broker / Parquet          : {t_parquet / t_broker:.2f}x the rows/s (best of each); "
         f"median of the rounds' ratios {broker_ratio:.2f}x"
     )
+    print(
+        f"connector / Parquet       : {t_parquet / t_connector:.2f}x the rows/s (best of each); "
+        f"median of the rounds' ratios {connector_ratio:.2f}x"
+    )
     print(f"broker / path             : {t_seglog / t_broker:.2f}x the rows/s")
     print(
         f"Spark writes seglog, path  : {n / t_write:12,.0f} rows/s  ({t_write:.2f}s, 2 tasks, "
@@ -207,6 +250,10 @@ def main() -> None:
     print(
         f"Spark writes seglog, broker: {n / t_broker_write:12,.0f} rows/s  ({t_broker_write:.2f}s, 2 tasks, "
         "idempotent produce, acks=all)"
+    )
+    print(
+        f"Spark's Kafka sink, broker : {n / t_connector_write:12,.0f} rows/s  ({t_connector_write:.2f}s, "
+        "2 tasks, the connector's producer defaults)"
     )
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")

@@ -8,16 +8,23 @@
    window to the topic ``views-per-minute`` (the seglog sink).
 3. The results are read back with seglog's Consumer and printed, with throughput.
 
-    python examples/pipeline.py [--events N] [--waves W] [--store DIR]
+    python examples/pipeline.py [--events N] [--waves W] [--store DIR] [--via path|kafka]
 
 The producer and Spark's write tasks share the store's single writer: the
 producer holds the writer lock only while it writes a wave, and the sink's tasks
 wait for it (writeLockTimeoutMs) and take it in turn.
+
+``--via kafka`` runs the same job as it runs against Kafka: a seglog.Broker serves
+the store, the producer sends to it over the network, and the query reads and
+writes with Spark's own Kafka connector (``format("kafka")`` with
+``kafka.bootstrap.servers``; its jars on the session's classpath, as `make java`
+resolves them into java/target/). Only the format name and that option differ.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -25,6 +32,8 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Spark's workers run this Python
@@ -44,17 +53,49 @@ WAVE_MS = 30_000  # each wave covers 30 s of event time
 TICK = "__tick__"  # a last event past the watermark, so that the last windows close
 
 
-def spark_session(tmp: Path) -> SparkSession:
-    return local_session("seglog-pipeline")
+@dataclass
+class Via:
+    """Where Spark finds the topics: the store's directory (format "seglog"), or a
+    broker's address (format "kafka", Spark's own connector)."""
+
+    store: Path
+    servers: str | None = None
+
+    @property
+    def format(self) -> str:
+        return "seglog" if self.servers is None else "kafka"
+
+    @property
+    def options(self) -> dict[str, str]:
+        return {} if self.servers is None else {"kafka.bootstrap.servers": self.servers}
+
+    @property
+    def path(self) -> tuple[str, ...]:
+        """The argument of load() and start(): the store, or none for a broker."""
+        return (str(self.store),) if self.servers is None else ()
 
 
-def start_query(spark: SparkSession, store: Path, checkpoint: Path) -> StreamingQuery:
+def connector_jars() -> list[str]:
+    """Spark's Kafka connector for this PySpark, as `make java` resolves it."""
+    import pyspark
+
+    listed = (
+        Path(__file__).resolve().parent.parent
+        / f"java/target/spark-kafka-{pyspark.__version__}/classpath.txt"
+    )
+    if not listed.is_file():
+        sys.exit(f"{listed} is missing: `make run RUN_ARGS='--via kafka'` resolves Spark's Kafka connector")
+    return listed.read_text().strip().split(":")
+
+
+def start_query(spark: SparkSession, via: Via, checkpoint: Path) -> StreamingQuery:
     views = (
-        spark.readStream.format("seglog")  # format("kafka") with kafka.bootstrap.servers, otherwise the same
+        spark.readStream.format(via.format)
+        .options(**via.options)
         .option("subscribe", EVENTS)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", "50000")
-        .load(str(store))
+        .load(*via.path)
         .select(F.from_json(F.col("value").cast("string"), "user string, page string, ts long").alias("e"))
         .select("e.page", F.timestamp_millis("e.ts").alias("event_time"))
         .withWatermark("event_time", "1 minute")
@@ -68,18 +109,31 @@ def start_query(spark: SparkSession, store: Path, checkpoint: Path) -> Streaming
         ).alias("value"),
     )
     return (
-        out.writeStream.format("seglog")
+        out.writeStream.format(via.format)
+        .options(**via.options)
         .option("topic", RESULTS)
         .option("checkpointLocation", str(checkpoint))
         .outputMode("append")
         .trigger(processingTime="1 second")
-        .start(str(store))
+        .start(*via.path)
     )
 
 
-def produce(store: Path, waves: int, per_wave: int) -> tuple[int, float]:
-    """Writes the events wave by wave, each under the writer lock for as long as
-    it takes to append it; returns (events, seconds spent producing)."""
+@contextlib.contextmanager
+def wave_producer(via: Via) -> Iterator[seglog.Producer]:
+    """A producer for one wave: on the store, holding its writer lock until the
+    wave is written; or sending to the broker."""
+    if via.servers is not None:
+        with seglog.Producer(bootstrap_servers=via.servers, acks="all") as producer:
+            yield producer
+    else:
+        with seglog.open(via.store) as s, seglog.Producer(s, acks="all") as producer:
+            yield producer
+
+
+def produce(via: Via, waves: int, per_wave: int) -> tuple[int, float]:
+    """Writes the events wave by wave (on the store, each under the writer lock
+    for as long as it takes to append it); returns (events, seconds spent producing)."""
     rng = random.Random(7)
     weights = [1 / (i + 1) for i in range(len(PAGES))]  # a few pages get most views
     total, busy = 0, 0.0
@@ -93,7 +147,7 @@ def produce(store: Path, waves: int, per_wave: int) -> tuple[int, float]:
             b'{"user":"user-%d","page":"%s","ts":%d}' % (u, p.encode(), base + rng.randrange(WAVE_MS))
             for u, p in zip(users, pages, strict=True)
         ]
-        with seglog.open(store) as s, seglog.Producer(s, acks="all") as producer:
+        with wave_producer(via) as producer:
             producer.send_batch(EVENTS, values, keys=keys)
             if w == waves - 1:  # moves the watermark past every window
                 tick = b'{"user":"-","page":"%s","ts":%d}' % (TICK.encode(), base + 10 * WAVE_MS)
@@ -105,16 +159,18 @@ def produce(store: Path, waves: int, per_wave: int) -> tuple[int, float]:
     return total, busy
 
 
-def read_results(store: Path) -> dict[tuple[str, str], int]:
-    """The results topic through seglog's Consumer (read-only: Spark may be writing)."""
+def read_results(store: Path | seglog.Store) -> dict[tuple[str, str], int]:
+    """The results topic through seglog's Consumer (read-only: Spark may be
+    writing), or through the Store a broker serves in this process."""
     out: dict[tuple[str, str], int] = {}
+    read_only = {"read_only": True} if isinstance(store, Path) else {}
     with seglog.Consumer(
         store,
         RESULTS,
         auto_offset_reset="earliest",
         consumer_timeout_ms=0,
-        read_only=True,
         enable_auto_commit=False,
+        **read_only,
     ) as consumer:
         for record in consumer:
             assert record.value is not None
@@ -128,6 +184,12 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=300_000)
     ap.add_argument("--waves", type=int, default=12)
     ap.add_argument("--store", type=Path, help="store directory (default: a temporary one)")
+    ap.add_argument(
+        "--via",
+        choices=("path", "kafka"),
+        default="path",
+        help="path: format('seglog') on the store; kafka: Spark's Kafka connector through a seglog.Broker",
+    )
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -139,24 +201,30 @@ def main() -> None:
                     s.create_topic(topic, partitions)
 
         t0 = time.perf_counter()
-        spark = spark_session(tmp)
+        spark = local_session("seglog-pipeline", jars=connector_jars() if args.via == "kafka" else ())
         print(f"Spark session up in {time.perf_counter() - t0:.1f}s", flush=True)
-        query = start_query(spark, store, tmp / "checkpoint")
+        with contextlib.ExitStack() as stack:
+            via, results_of = Via(store), store
+            if args.via == "kafka":
+                broker = stack.enter_context(seglog.Broker(store))
+                via, results_of = Via(store, broker.bootstrap_servers), broker.store
+                print(f"through a seglog broker at {broker.bootstrap_servers} with Spark's Kafka connector")
+            query = start_query(spark, via, tmp / "checkpoint")
 
-        print(f"producing {args.events:,} page views to {EVENTS!r} in {args.waves} waves", flush=True)
-        t1 = time.perf_counter()
-        produced, busy = produce(store, args.waves, args.events // args.waves)
+            print(f"producing {args.events:,} page views to {EVENTS!r} in {args.waves} waves", flush=True)
+            t1 = time.perf_counter()
+            produced, busy = produce(via, args.waves, args.events // args.waves)
 
-        # Wait until every closed window is in the results topic.
-        deadline = time.monotonic() + 120
-        results = read_results(store)
-        while sum(results.values()) < produced and time.monotonic() < deadline:
-            query.processAllAvailable()
-            time.sleep(0.5)
-            results = read_results(store)
-        t2 = time.perf_counter()
-        progress = [p for p in query.recentProgress if p["numInputRows"]]
-        query.stop()
+            # Wait until every closed window is in the results topic.
+            deadline = time.monotonic() + 120
+            results = read_results(results_of)
+            while sum(results.values()) < produced and time.monotonic() < deadline:
+                query.processAllAvailable()
+                time.sleep(0.5)
+                results = read_results(results_of)
+            t2 = time.perf_counter()
+            progress = [p for p in query.recentProgress if p["numInputRows"]]
+            query.stop()
         spark.stop()
 
     minutes: dict[str, dict[str, int]] = defaultdict(dict)
@@ -174,7 +242,7 @@ def main() -> None:
     spark_s = sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000
     print(
         f"\nproduced  {produced:,} events in {busy:.2f}s of writing: "
-        f"{produced / busy:,.0f} events/s (fsynced)"
+        f"{produced / busy:,.0f} events/s (acks=all)"
     )
     print(
         f"Spark     {rows:,} rows in {len(progress)} micro-batches, {spark_s:.1f}s of batch time: "

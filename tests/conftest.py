@@ -9,11 +9,13 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import seglog
 from cluster_helpers import Zk
+from java_helpers import spark_kafka_classpath, spark_kafka_jars
 from seglog.testing import LocalCluster, ZooKeeper
 from seglog.testing.plugin import require_zookeeper
 
@@ -109,3 +111,17 @@ def zk_of() -> Iterator[Callable[[LocalCluster], Zk]]:
     yield open_
     for zk in opened:
         zk.close()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local SparkSession for the run (its JVM takes seconds to start), with Spark's
+    own Kafka connector on its classpath once `make java` has resolved it."""
+    from seglog.spark import local_session
+
+    jars = spark_kafka_jars() if spark_kafka_classpath().is_file() else []
+    session = local_session("seglog-tests", fast_start=True, jars=jars)
+    # No spark.dataSource.register here: format("seglog") must resolve through the
+    # auto-registered pyspark_seglog.DefaultSource.
+    yield session
+    session.stop()

@@ -204,3 +204,18 @@ def tool(
         command = " ".join((name, *args))
         raise AssertionError(f"{command} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+# Spark's own Kafka connector (spark-sql-kafka-0-10), resolved by java/spark/pom.xml at
+# the version of the installed PySpark.
+def spark_kafka_classpath() -> Path:
+    import pyspark
+
+    return JAVA_DIR / "target" / f"spark-kafka-{pyspark.__version__}" / "classpath.txt"
+
+
+def spark_kafka_jars() -> list[str]:
+    listed = spark_kafka_classpath()
+    if not listed.is_file():
+        raise AssertionError(f"{listed} is missing: `make java` resolves Spark's Kafka connector")
+    return listed.read_text().strip().split(":")

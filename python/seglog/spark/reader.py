@@ -60,6 +60,21 @@ def _split(ranges: list[OffsetRange], o: _ReadOptions) -> list[OffsetRange]:
     return ranges
 
 
+def _null_when_no_headers(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """A record without headers has null in the headers column, as in Spark's Kafka
+    source (``includeHeaders``), not an empty list."""
+    headers = batch.column(7)
+    empty = pc.fill_null(pc.equal(pc.list_value_length(headers), 0), True)
+    if not pc.any(empty).as_py():
+        return batch
+    offsets = headers.offsets  # of a slice: made to start at 0, as a null bitmap needs
+    first, last = offsets[0].as_py(), offsets[len(offsets) - 1].as_py()
+    offsets = pc.subtract(offsets, pa.scalar(first, offsets.type))
+    values = headers.values.slice(first, last - first)
+    nulled = pa.ListArray.from_arrays(offsets, values, type=headers.type, mask=empty)
+    return batch.set_column(7, batch.schema.field(7), nulled)
+
+
 def _read_range(o: _ReadOptions, r: OffsetRange) -> Iterator[pa.RecordBatch]:
     log = o.location.open_reader(_READ_BYTES)
     try:
@@ -106,7 +121,9 @@ def _read_log_range(log: LogAccess, o: _ReadOptions, r: OffsetRange) -> Iterator
                 batch = batch.slice(0, pc.sum(pc.less(offsets, r.end)).as_py() or 0)
             if batch.num_rows:
                 yield (
-                    batch if width == 8 else pa.RecordBatch.from_arrays(batch.columns[:width], schema=schema)
+                    _null_when_no_headers(batch)
+                    if width == 8
+                    else pa.RecordBatch.from_arrays(batch.columns[:width], schema=schema)
                 )
         pos = nxt
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 _QUIET_LOG4J = """\
@@ -15,14 +16,22 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 """
 
 
-def local_session(app_name: str = "seglog", *, driver_memory: str = "1g", fast_start: bool = False) -> Any:
+def local_session(
+    app_name: str = "seglog",
+    *,
+    driver_memory: str = "1g",
+    fast_start: bool = False,
+    jars: Sequence[str] = (),
+) -> Any:
     """A quiet local SparkSession (``local[2]``, UTC, no UI) whose Python workers
     run this interpreter, as seglog's examples, tests and benchmarks use it.
     ``fast_start`` trades JIT quality and throughput for start-up time (tests):
     C1 only and the serial collector. Otherwise the JVM keeps its default
     collector (G1), as a Spark deployment does; the serial one's full
     collections of a 2 GB heap cost on-heap readers such as Parquet's a
-    hundred milliseconds every other query, which skews comparisons."""
+    hundred milliseconds every other query, which skews comparisons. ``jars``
+    (paths) go on the driver's classpath (``spark.jars``): Spark's own Kafka
+    connector, for instance, for ``format("kafka")``."""
     import os
     import sys
     import tempfile
@@ -37,8 +46,11 @@ def local_session(app_name: str = "seglog", *, driver_memory: str = "1g", fast_s
     java = f"-Dlog4j2.configurationFile=file:{conf}"
     if fast_start:
         java += " -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    builder = SparkSession.builder
+    if jars:
+        builder = builder.config("spark.jars", ",".join(jars))
     session = (
-        SparkSession.builder.master("local[2]")
+        builder.master("local[2]")
         .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
