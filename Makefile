@@ -143,7 +143,7 @@ bench: develop $(VENV)/.bench-installed bench-kcat zookeeper
 
 # Spark reading seglog through path and through a broker, next to Parquet, and
 # writing through both (docs/spark.md). SPARK_BENCH_ARGS="--records 200000" for less.
-bench-spark: develop spark-kafka
+bench-spark: develop java zookeeper
 	$(PY) benches/bench_spark.py $(SPARK_BENCH_ARGS)
 
 # kcat (librdkafka's command-line client, a native program) for the broker rows

@@ -10,9 +10,10 @@ partition, so all sources get 2 tasks), then on one local[2] SparkSession times
 executors (`path`), the same store served by a `seglog.Broker` in this process
 (`kafka.bootstrap.servers`: Fetch requests decoded into Arrow in Rust), the
 same broker read by Spark's Kafka connector (`format("kafka")`, its jars as
-`make java` resolves them), and Parquet. The reads run in rounds, each source
-once per round in turn (path and Parquet, then, with the broker up, the broker,
-the connector and Parquet), after a
+`make java` resolves them), the connector through Kafka 3.9's own broker
+(ZooKeeper mode, the same records), and Parquet. The reads run in rounds, each
+source once per round in turn (path and Parquet, then, with the brokers up, the
+broker, the connector through seglog and through Kafka, and Parquet), after a
 warm-up round: so that every source meets the JVM equally warmed up. The JVM
 keeps its default collector (G1 with 2 or more CPUs; see `local_session`). Prints
 the best of R rounds and the median over rounds of each round's ratio to the
@@ -25,6 +26,7 @@ the broker with the connector's Kafka sink. Prints rows/s and the ratios.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -37,17 +39,21 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pyspark
+from confluent_kafka.admin import AdminClient, NewTopic
 
 import seglog
 from seglog.spark import local_session
+from seglog.testing import ZooKeeper
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))  # Kafka's own broker, as the tests run it
+
+from kafka_reference import KafkaBroker  # noqa: E402
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 SERVERS = "kafka.bootstrap.servers"
-
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def connector_jars() -> list[str]:
@@ -155,6 +161,13 @@ def main() -> None:
             r = df.selectExpr(*agg).first()
             assert r is not None and (r.n, r.bytes) == expected, r
 
+        kafka_servers = ""
+
+        def kafka_read() -> None:  # the connector through Kafka 3.9's own broker
+            df = spark.read.format("kafka").option("subscribe", "bench").option(SERVERS, kafka_servers).load()
+            r = df.selectExpr(*agg).first()
+            assert r is not None and (r.n, r.bytes) == expected, r
+
         def parquet_read() -> None:
             r = spark.read.parquet(str(parquet_dir)).selectExpr(*agg).first()
             assert r is not None and (r.n, r.bytes) == expected, r
@@ -183,19 +196,39 @@ def main() -> None:
 
         first = rounds(args.runs, {"path": seglog_read, "parquet": parquet_read})
         t_write = best_of(args.runs, seglog_write)
-        # The broker holds the store's writer lock, so its figures come last.
-        with seglog.Broker(store_path) as broker:
+        # The broker holds the store's writer lock, so its figures come last. Beside it,
+        # Kafka 3.9's own broker (ZooKeeper mode) with the same records, written there
+        # by the connector's sink, partition for partition.
+        with contextlib.ExitStack() as up:
+            zookeeper = up.enter_context(ZooKeeper(root / "zookeeper"))
+            kafka = up.enter_context(KafkaBroker(root / "kafka", zookeeper.connect_string, fast_start=False))
+            kafka_servers = kafka.bootstrap_servers
+            admin = AdminClient({"bootstrap.servers": kafka_servers})
+            admin.create_topics([NewTopic("bench", 2, 1)])["bench"].result()
+            spark.read.parquet(str(parquet_dir)).select("key", "value", "partition").write.format(
+                "kafka"
+            ).option("topic", "bench").option(SERVERS, kafka_servers).save()
+            broker = up.enter_context(seglog.Broker(store_path))
             servers = broker.bootstrap_servers
             second = rounds(
-                args.runs, {"broker": broker_read, "connector": connector_read, "parquet": parquet_read}
+                args.runs,
+                {
+                    "broker": broker_read,
+                    "connector": connector_read,
+                    "kafka": kafka_read,
+                    "parquet": parquet_read,
+                },
             )
             t_broker_write = best_of(args.runs, broker_write)
             t_connector_write = best_of(args.runs, connector_write)
         t_seglog, t_broker, t_connector = min(first["path"]), min(second["broker"]), min(second["connector"])
+        t_kafka = min(second["kafka"])
         t_parquet = min(first["parquet"] + second["parquet"])
         path_ratio = median_ratio(first["path"], first["parquet"])
         broker_ratio = median_ratio(second["broker"], second["parquet"])
         connector_ratio = median_ratio(second["connector"], second["parquet"])
+        kafka_ratio = median_ratio(second["kafka"], second["parquet"])
+        connector_over_kafka = median_ratio(second["connector"], second["kafka"])
         spark.stop()
 
     figures = {
@@ -218,6 +251,10 @@ def main() -> None:
         "connector_read_s": round(t_connector, 3),
         "connector_read_rows_per_s": round(n / t_connector),
         "connector_over_parquet": round(t_parquet / t_connector, 3),
+        "kafka_read_s": round(t_kafka, 3),
+        "kafka_read_rows_per_s": round(n / t_kafka),
+        "kafka_over_parquet_median_round": round(kafka_ratio, 3),
+        "connector_seglog_over_kafka_median_round": round(connector_over_kafka, 3),
         "seglog_write_s": round(t_write, 3),
         "seglog_write_rows_per_s": round(n / t_write),
         "broker_write_s": round(t_broker_write, 3),
@@ -229,6 +266,7 @@ def main() -> None:
     print(f"Spark reads seglog, path  : {n / t_seglog:12,.0f} rows/s  ({t_seglog:.2f}s, {best})")
     print(f"Spark reads seglog, broker: {n / t_broker:12,.0f} rows/s  ({t_broker:.2f}s)")
     print(f"Spark's Kafka connector   : {n / t_connector:12,.0f} rows/s  ({t_connector:.2f}s, the broker)")
+    print(f"  the same, Kafka 3.9      : {n / t_kafka:12,.0f} rows/s  ({t_kafka:.2f}s, Kafka's own broker)")
     print(f"Spark reads Parquet       : {n / t_parquet:12,.0f} rows/s  ({t_parquet:.2f}s)")
     print(
         f"path / Parquet            : {t_parquet / t_seglog:.2f}x the rows/s (best of each); "
@@ -241,6 +279,10 @@ def main() -> None:
     print(
         f"connector / Parquet       : {t_parquet / t_connector:.2f}x the rows/s (best of each); "
         f"median of the rounds' ratios {connector_ratio:.2f}x"
+    )
+    print(
+        f"connector, seglog / Kafka : {t_kafka / t_connector:.2f}x the rows/s (best of each); "
+        f"median of the rounds' ratios {connector_over_kafka:.2f}x; Kafka / Parquet {kafka_ratio:.2f}x"
     )
     print(f"broker / path             : {t_seglog / t_broker:.2f}x the rows/s")
     print(

@@ -26,8 +26,14 @@ def _free_port() -> int:
 class KafkaBroker:
     """One Kafka broker, id 0, with single-replica internal topics."""
 
-    def __init__(self, dir: Path, zookeeper_connect: str, **config: str) -> None:
+    def __init__(self, dir: Path, zookeeper_connect: str, *, fast_start: bool = True, **config: str) -> None:
         self.dir = dir
+        # Tests: C1 only, a small heap. Benchmarks: the JVM's defaults, as Kafka runs.
+        self.jvm_options = (
+            ["-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
+            if fast_start
+            else ["-Xmx1g", "-Xms1g"]
+        )
         self.port = _free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         settings = {
@@ -59,9 +65,7 @@ class KafkaBroker:
         self.proc = subprocess.Popen(
             [
                 java(),
-                "-Xmx512m",
-                "-XX:+UseSerialGC",
-                "-XX:TieredStopAtLevel=1",
+                *self.jvm_options,
                 "-Dlog4j.configuration=file:/dev/null",
                 "-cp",
                 tools_classpath(REFERENCE_VERSION),

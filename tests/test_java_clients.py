@@ -382,3 +382,46 @@ def test_admin_calls_on_a_three_broker_cluster(
     assert elected["missing"] == {"a-99": "UnknownTopicOrPartitionException"}
     assert elected["everyPartition"] == {}
     assert "a" not in steps["deleteTopics"]["names"]
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("version", VERSIONS)
+def test_consumer_group_on_a_three_broker_cluster(
+    local_cluster: MakeCluster, zk_of: Callable[[LocalCluster], Zk], version: str, tmp_path: Path
+) -> None:
+    cluster, zk = up(local_cluster, zk_of, config={**FAST, "group.initial.rebalance.delay.ms": 0})
+    parts = topic_with_full_isr(cluster, zk, partitions=4)
+    bootstrap = cluster.bootstrap_servers
+    member = dict(
+        bootstrap=bootstrap,
+        topic=TOPIC,
+        group="on-a-cluster",
+        client_partition_assignment_strategy=ASSIGNORS["cooperative-sticky"],
+        client_session_timeout_ms=6000,
+        client_heartbeat_interval_ms=500,
+    )
+
+    def produce() -> None:
+        out = run(version, "produce", bootstrap=bootstrap, topic=TOPIC, count=200, client_acks="all")
+        assert done(out) == {"done": True, "count": 200} and not [a for a in out if "error" in a]
+
+    members = [Running(version, "consume", stop=tmp_path / f"stop{i}", **member) for i in range(2)]
+    try:
+        wait_for("two members sharing the four partitions", lambda: covers(members, 4), 60)
+        produce()
+        wait_for("every record read", lambda: len(set(consumed(members))) >= 200, 60)
+        (tmp_path / "stop0").touch()
+        members[0].finish()
+        wait_for("the other member owning all four", lambda: covers(members[1:], 4), 60)
+        produce()
+        wait_for("the second round read", lambda: len(set(consumed(members))) >= 400, 60)
+        assert len(consumed(members)) == 400, "a record was read twice after a clean leave"
+        (tmp_path / "stop1").touch()
+        last = done(members[1].finish())
+    finally:
+        for m in members:
+            if m.proc.poll() is None:
+                m.kill()
+    ends = {p: sum(1 for q, _ in consumed(members) if q == p) for p in parts}
+    assert sorted((c["partition"], c["offset"]) for c in last["committed"]) == sorted(ends.items())
+    assert sum(ends.values()) == 400

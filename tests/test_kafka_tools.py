@@ -352,3 +352,85 @@ def test_leader_election_gives_leadership_back_to_preferred_replicas(
         if m
     }
     assert leaders == preferred
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("version", VERSIONS)
+def test_tools_on_a_three_broker_cluster(
+    local_cluster: MakeCluster, zk_of: Callable[[LocalCluster], Zk], version: str, tmp_path: Path
+) -> None:
+    cluster, zk = up(local_cluster, zk_of, config=FAST)
+    servers = cluster.bootstrap_servers
+    bs = ["--bootstrap-server", servers]
+    create = ["--create", "--topic", "c", "--partitions", "2", "--replication-factor", "3"]
+    assert (
+        "Created topic c."
+        in tool(version, "kafka-topics", *bs, *create, "--config", "min.insync.replicas=2").stdout
+    )
+    zk.wait_until_isr("c", [0, 1], BROKERS)
+    described = tool(version, "kafka-topics", *bs, "--describe", "--topic", "c").stdout
+    assert re.search(r"PartitionCount: 2\s+ReplicationFactor: 3\s+Configs: min.insync.replicas=2", described)
+    for p in (0, 1):
+        m = re.search(rf"Partition: {p}\s+Leader: (\d)\s+Replicas: ([\d,]+)\s+Isr: ([\d,]+)", described)
+        assert m is not None, described
+        assert int(m[1]) == zk.leader("c", p) and sorted(m[2].split(",")) == ["1", "2", "3"], described
+        assert sorted(m[3].split(",")) == ["1", "2", "3"], described
+    entity = ["--entity-type", "topics", "--entity-name", "c"]
+    tool(version, "kafka-configs", *bs, *entity, "--alter", "--add-config", "retention.ms=86400000")
+    assert zk.topic_config("c")["retention.ms"] == "86400000"
+    assert "retention.ms=86400000" in tool(version, "kafka-configs", *bs, *entity, "--describe").stdout
+
+    typed = "".join(f"k{i}:v{i}\n" for i in range(40))
+    keyed = ["--property", "parse.key=true", "--property", "key.separator=:"]
+    tool(version, "kafka-console-producer", *bs, "--topic", "c", *keyed, stdin=typed)
+    read = ["--topic", "c", "--from-beginning", "--max-messages", "40", "--group", "cg"]
+    out = tool(version, "kafka-console-consumer", *bs, *read, "--property", "print.key=true").stdout
+    assert sorted(lines(out)) == sorted(f"k{i}\tv{i}" for i in range(40))
+    ends = {
+        int(m[1]): int(m[2])
+        for m in (
+            re.match(r"c:(\d+):(\d+)$", x)
+            for x in lines(tool(version, "kafka-get-offsets", *bs, "--topic", "c").stdout)
+        )
+        if m
+    }
+    assert sum(ends.values()) == 40 and set(ends) == {0, 1}
+    assert group_offsets(version, servers, "cg") == {p: (ends[p], ends[p], 0) for p in (0, 1)}
+    group = ["--reset-offsets", "--group", "cg", "--topic", "c", "--execute"]
+    tool(version, "kafka-consumer-groups", *bs, *group, "--to-earliest")
+    assert group_offsets(version, servers, "cg") == {p: (0, ends[p], ends[p]) for p in (0, 1)}
+    assert "successful" in tool(version, "kafka-consumer-groups", *bs, "--delete", "--group", "cg").stdout
+
+    plan = tmp_path / "delete.json"
+    plan.write_text(json.dumps({"partitions": [{"topic": "c", "partition": 0, "offset": 1}], "version": 1}))
+    assert (
+        "partition: c-0\tlow_watermark: 1"
+        in tool(version, "kafka-delete-records", *bs, "--offset-json-file", str(plan)).stdout
+    )
+    described = tool(
+        version, "kafka-log-dirs", *bs, "--describe", "--broker-list", "1,2,3", "--topic-list", "c"
+    )
+    [doc] = [json.loads(x) for x in lines(described.stdout) if x.startswith("{")]
+    assert sorted(b["broker"] for b in doc["brokers"]) == [1, 2, 3]
+    for b in doc["brokers"]:
+        [d] = b["logDirs"]
+        assert d["error"] is None and {p["partition"] for p in d["partitions"]} == {"c-0", "c-1"}, b
+
+    sent = tool(
+        version,
+        "kafka-producer-perf-test",
+        *("--topic", "c", "--num-records", "5000", "--record-size", "100", "--throughput", "-1"),
+        *("--producer-props", f"bootstrap.servers={servers}", "acks=all"),
+    ).stdout
+    assert re.search(r"^5000 records sent, [\d.]+ records/sec", sent, re.MULTILINE), sent
+    consumed = tool(version, "kafka-consumer-perf-test", *bs, "--topic", "c", "--messages", "5039")
+    header, row = lines(consumed.stdout)[-2:]
+    columns = dict(
+        zip([c.strip() for c in header.split(",")], [c.strip() for c in row.split(",")], strict=True)
+    )
+    assert int(columns["data.consumed.in.nMsg"]) == 5039, columns  # 40 + 5000, less the deleted one
+
+    tool(version, "kafka-topics", *bs, "--alter", "--topic", "c", "--partitions", "3")
+    assert "PartitionCount: 3" in tool(version, "kafka-topics", *bs, "--describe", "--topic", "c").stdout
+    tool(version, "kafka-topics", *bs, "--delete", "--topic", "c")
+    assert "c" not in lines(tool(version, "kafka-topics", *bs, "--list").stdout)
