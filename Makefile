@@ -15,7 +15,7 @@ BENCH_ARGS ?=
 export VIRTUAL_ENV := $(CURDIR)/$(VENV)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: run test test-rust test-python test-crash test-cluster test-java java spark-kafka maven cluster zookeeper lint bench bench-kcat bench-spark bench-rust develop wheel clean
+.PHONY: run test test-rust test-python test-crash test-cluster test-java java spark-kafka maven cluster zookeeper lint bench bench-kcat bench-spark bench-kafka bench-rust develop wheel clean
 
 $(PY):
 	@echo "==> creating $(VENV)"
@@ -140,6 +140,7 @@ lint: develop
 bench: develop $(VENV)/.bench-installed bench-kcat zookeeper
 	OPENBLAS_NUM_THREADS=1 $(PY) benches/run.py $(BENCH_ARGS)
 	$(MAKE) --no-print-directory bench-spark
+	$(MAKE) --no-print-directory bench-kafka
 
 # Spark reading seglog through path and through a broker, next to Parquet, and
 # writing through both (docs/spark.md). SPARK_BENCH_ARGS="--records 200000" for less.
@@ -156,6 +157,12 @@ bench-kcat:
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat; } \
 	    > $(KCAT_LOG) 2>&1 \
 	  || echo "==> kcat not installed (see $(KCAT_LOG)): the bench runs without the BK rows"; }
+
+# seglog serve beside Kafka 3.9's own broker, with Kafka's perf tools (produce,
+# consume, end-to-end latency, the broker's CPU and memory). KAFKA_BENCH_ARGS="--runs 1".
+KAFKA_BENCH_ARGS ?=
+bench-kafka: develop java zookeeper
+	$(PY) benches/bench_kafka.py $(KAFKA_BENCH_ARGS)
 
 # Criterion benchmarks of the core alone (append, read, index lookup).
 bench-rust:

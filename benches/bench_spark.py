@@ -38,7 +38,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pyspark
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import seglog
@@ -48,20 +47,13 @@ from seglog.testing import ZooKeeper
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # Kafka's own broker, as the tests run it
 
+from java_helpers import spark_kafka_jars  # noqa: E402
 from kafka_reference import KafkaBroker  # noqa: E402
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 SERVERS = "kafka.bootstrap.servers"
-
-
-def connector_jars() -> list[str]:
-    """Spark's Kafka connector for this PySpark, as `make java` resolves it."""
-    listed = ROOT / "java" / "target" / f"spark-kafka-{pyspark.__version__}" / "classpath.txt"
-    if not listed.is_file():
-        sys.exit(f"{listed} is missing: `make bench-spark` resolves Spark's Kafka connector")
-    return listed.read_text().strip().split(":")
 
 
 def build(root: Path, n: int, value_bytes: int) -> tuple[Path, Path]:
@@ -132,7 +124,7 @@ def main() -> None:
         t = time.perf_counter()
         store_path, parquet_dir = build(root, n, args.value_bytes)
         print(f"built {n:,} records of {args.value_bytes} B in {time.perf_counter() - t:.1f}s", flush=True)
-        spark = local_session("seglog-bench", driver_memory="2g", jars=connector_jars())
+        spark = local_session("seglog-bench", driver_memory="2g", jars=spark_kafka_jars())
         management = spark.sparkContext._jvm.java.lang.management
         gc_names = [b.getName() for b in management.ManagementFactory.getGarbageCollectorMXBeans()]
         print(f"JVM collectors: {', '.join(gc_names)}", flush=True)

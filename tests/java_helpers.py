@@ -166,7 +166,7 @@ def tools_classpath(version: str) -> str:
     return listed.read_text().strip()
 
 
-def _tool_class(version: str, tool: str) -> str:
+def tool_class(version: str, tool: str) -> str:
     import zipfile
 
     jars = [j for j in tools_classpath(version).split(":") if "kafka" in Path(j).name]
@@ -192,7 +192,7 @@ def tool(
             "-Dlog4j.configuration=file:/dev/null",
             "-cp",
             tools_classpath(version),
-            _tool_class(version, name),
+            tool_class(version, name),
             *args,
         ],
         input=stdin,

@@ -28,11 +28,17 @@ class KafkaBroker:
 
     def __init__(self, dir: Path, zookeeper_connect: str, *, fast_start: bool = True, **config: str) -> None:
         self.dir = dir
-        # Tests: C1 only, a small heap. Benchmarks: the JVM's defaults, as Kafka runs.
+        # Tests: C1 only, a small heap. Benchmarks: what kafka-server-start.sh and
+        # kafka-run-class.sh give the broker by default (KAFKA_HEAP_OPTS and
+        # KAFKA_JVM_PERFORMANCE_OPTS).
         self.jvm_options = (
             ["-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
             if fast_start
-            else ["-Xmx1g", "-Xms1g"]
+            else [
+                *("-Xmx1G", "-Xms1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20"),
+                *("-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent"),
+                *("-XX:MaxInlineLevel=15", "-Djava.awt.headless=true"),
+            ]
         )
         self.port = _free_port()
         self.proc: subprocess.Popen[bytes] | None = None
