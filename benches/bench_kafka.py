@@ -14,8 +14,9 @@ so that neither takes CPU from the other on two cores. Per broker, in rounds:
 - `kafka-consumer-perf-test` over the 100-byte records: records/s and MB/s;
 - `kafka-e2e-latency` (one record at a time, produced with acks=1 and consumed back):
   the p50, p99 and p99.9 of its round trips;
-- the broker process's CPU seconds per GB moved and its resident memory (current and
-  peak), read from /proc.
+- the broker process's CPU seconds per GB moved and its resident memory (current, its
+  anonymous part, which leaves out mapped log files, and peak), read from /proc;
+- the CPU cores each perf tool kept busy (a client near one core limits the figure).
 
 Prints the median and range of each figure over the rounds and seglog's ratio to Kafka's.
 """
@@ -26,6 +27,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -64,7 +66,8 @@ class Process:
 
     def memory(self) -> dict[str, int]:
         status = Path(f"/proc/{self.pid}/status").read_text()
-        return {k: int(re.search(rf"^{k}:\s+(\d+) kB", status, re.M)[1]) << 10 for k in ("VmRSS", "VmHWM")}  # type: ignore[index]
+        keys = ("VmRSS", "RssAnon", "VmHWM")  # RssAnon: the heap, without mapped log files
+        return {k: int(re.search(rf"^{k}:\s+(\d+) kB", status, re.M)[1]) << 10 for k in keys}  # type: ignore[index]
 
 
 @contextmanager
@@ -93,7 +96,10 @@ def kafka_broker(log_dirs: Path, zookeeper: str) -> Iterator[tuple[str, Process]
         yield kafka.bootstrap_servers, Process(kafka.proc.pid)
 
 
-def perf_tool(name: str, *args: str) -> str:
+def perf_tool(name: str, *args: str) -> tuple[str, float]:
+    """The tool's output, and the CPU cores it kept busy on average (user + system time
+    over wall time): near 1 or more, the client is what limits the figure."""
+    before, t = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
     out = subprocess.run(
         [
             java(),
@@ -107,13 +113,15 @@ def perf_tool(name: str, *args: str) -> str:
         text=True,
         timeout=600,
     )
+    wall, after = time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode != 0:
         raise RuntimeError(f"{name} exited {out.returncode}:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
-    return out.stdout
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return out.stdout, cpu / wall
 
 
 def produce(bootstrap: str, topic: str, n: int, size: int, acks: str) -> dict[str, float]:
-    out = perf_tool(
+    out, cores = perf_tool(
         "kafka-producer-perf-test",
         *("--topic", topic, "--num-records", str(n), "--record-size", str(size), "--throughput", "-1"),
         *("--producer-props", f"bootstrap.servers={bootstrap}", f"acks={acks}", *PRODUCER),
@@ -121,22 +129,23 @@ def produce(bootstrap: str, topic: str, n: int, size: int, acks: str) -> dict[st
     m = re.search(rf"^{n} records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\)", out, re.M)
     if m is None:
         raise RuntimeError(f"unexpected kafka-producer-perf-test output:\n{out[-2000:]}")
-    return {"records_per_s": float(m[1]), "mb_per_s": float(m[2])}
+    return {"records_per_s": float(m[1]), "mb_per_s": float(m[2]), "client_cores": cores}
 
 
 def consume(bootstrap: str, topic: str, n: int) -> dict[str, float]:
-    out = perf_tool(
+    out, cores = perf_tool(
         "kafka-consumer-perf-test", "--bootstrap-server", bootstrap, "--topic", topic, "--messages", str(n)
     )
     header, row = [x for x in out.splitlines() if x.strip()][-2:]
     cols = dict(zip([c.strip() for c in header.split(",")], [c.strip() for c in row.split(",")], strict=True))
     if int(cols["data.consumed.in.nMsg"]) != n:
         raise RuntimeError(f"consumed {cols['data.consumed.in.nMsg']} of {n}")
-    return {"records_per_s": float(cols["fetch.nMsg.sec"]), "mb_per_s": float(cols["fetch.MB.sec"])}
+    fetched = {"records_per_s": float(cols["fetch.nMsg.sec"]), "mb_per_s": float(cols["fetch.MB.sec"])}
+    return {**fetched, "client_cores": cores}
 
 
 def latency(bootstrap: str, topic: str, n: int) -> dict[str, float]:
-    out = perf_tool("kafka-e2e-latency", bootstrap, topic, str(n), "1", "100")
+    out, _ = perf_tool("kafka-e2e-latency", bootstrap, topic, str(n), "1", "100")
     avg = re.search(r"Avg latency: ([\d.]+) ms", out)
     m = re.search(r"Percentiles: 50th = ([\d.]+), 99th = ([\d.]+), 99.9th = ([\d.]+)", out)
     if m is None or avg is None:
