@@ -16,6 +16,11 @@ fn offsets_round_trip_in_kafkas_text_form() {
     assert!(read_offsets(&dir.path().join("missing")).unwrap().is_empty());
     fs::write(&p, "0\n3\norders 0 42\n").unwrap();
     assert!(read_offsets(&p).is_err());
+    // Kafka leaves cleaner-offset-checkpoint with no bytes when its cleaner has no offsets.
+    fs::write(&p, "").unwrap();
+    assert!(read_offsets(&p).unwrap().is_empty());
+    fs::write(&p, "\n").unwrap();
+    assert!(read_offsets(&p).is_err(), "a blank line is not Kafka's empty file");
 }
 
 #[test]

@@ -82,6 +82,38 @@ pub fn remove_temp_files(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Renames a partition directory out of its name, as Kafka does,
+/// to `<topic>-<partition>.<32 hex digits>-<suffix>` beside it (`delete`: on
+/// its way out; `stray`: found in the way of a new partition), the topic cut
+/// short where the name would pass 255 bytes, and syncs the parent. `Ok(None)`
+/// if there is no such directory.
+pub fn rename_aside(dir: &Path, suffix: &str) -> Result<Option<std::path::PathBuf>> {
+    let (Some(parent), Some(name)) = (dir.parent(), dir.file_name().and_then(|n| n.to_str())) else {
+        return Ok(None);
+    };
+    let (topic, partition) = name.rsplit_once('-').unwrap_or((name, ""));
+    let tail = format!("-{partition}.{}-{suffix}", uuid::Uuid::new_v4().simple());
+    let mut keep = topic.len().min(255usize.saturating_sub(tail.len()));
+    while !topic.is_char_boundary(keep) {
+        keep -= 1;
+    }
+    let aside = parent.join(format!("{}{tail}", &topic[..keep]));
+    match fs::rename(dir, &aside) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::at(dir)(e)),
+    }
+    sync_dir(parent)?;
+    Ok(Some(aside))
+}
+
+/// Whether a store entry is a partition directory renamed aside for deletion.
+pub fn is_being_deleted(name: &str) -> bool {
+    name.strip_suffix("-delete")
+        .and_then(|n| n.rsplit_once('.'))
+        .is_some_and(|(_, id)| id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
 pub fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(Error::at(dir))
 }
@@ -95,14 +127,18 @@ pub fn write_offsets(path: &Path, entries: &BTreeMap<(String, i32), i64>) -> Res
     write_atomic(path, s.as_bytes())
 }
 
-/// Reads an offsets checkpoint; a missing file is empty. A malformed one is an
-/// error naming the file and line.
+/// Reads an offsets checkpoint; a missing file is empty, and so is an empty
+/// one (Kafka writes `cleaner-offset-checkpoint` with no bytes when its
+/// cleaner has no offsets). A malformed one is an error naming the file and line.
 pub fn read_offsets(path: &Path) -> Result<BTreeMap<(String, i32), i64>> {
     let text = match fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
         Err(e) => return Err(Error::at(path)(e)),
     };
+    if text.is_empty() {
+        return Ok(BTreeMap::new());
+    }
     let bad = |line: usize, why: &str| Error::CorruptFile {
         path: path.to_owned(),
         reason: format!("malformed checkpoint, line {line}: {why}"),

@@ -303,13 +303,18 @@ impl PartitionLog {
     }
 
     /// Deletes the partition directory (the log must be closed or about to be dropped).
+    /// Removes the partition's directory: renamed aside first
+    /// (`<topic>-<partition>.<id>-delete`, as Kafka does), so that a crash
+    /// part-way never leaves a half-removed directory under the partition's
+    /// name; a store finishes such removals when it opens.
     pub fn delete(&self) -> Result<()> {
         self.closed.store(true, Ordering::Release);
         self.segments.write().clear();
-        match fs::remove_dir_all(&self.dir) {
+        let Some(doomed) = crate::checkpoint::rename_aside(&self.dir, "delete")? else { return Ok(()) };
+        match fs::remove_dir_all(&doomed) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(Error::at(&self.dir)(e)),
+            Err(e) => Err(Error::at(&doomed)(e)),
         }
     }
 }

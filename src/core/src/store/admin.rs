@@ -62,10 +62,11 @@ impl Store {
         config: &Arc<LogConfig>,
     ) -> Result<Arc<PartitionLog>> {
         let dir = partition_dir(&self.path, name, p);
-        if dir.exists() {
-            // Left by an interrupted delete: the topic is new, so is its log.
-            fs::remove_dir_all(&dir).map_err(Error::at(&dir))?;
-        }
+        // A directory under the new partition's name is not one of this store's
+        // (its deletes rename theirs aside first): another broker's log, Kafka's
+        // for one, or a topic whose file was lost. It is kept, renamed aside as a
+        // stray (`<topic>-<partition>.<id>-stray`), never removed.
+        checkpoint::rename_aside(&dir, "stray")?;
         let (log, _) = PartitionLog::open(&dir, name, p, config.clone(), 0, None, true)?;
         let log = Arc::new(log);
         log.set_signal(self.signal.clone());

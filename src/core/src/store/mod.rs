@@ -59,6 +59,22 @@ pub struct Store {
     maintenance_error: Mutex<Option<String>>,
     /// The producer ids in hand (see `allocate_producer_id`).
     producer_ids: Mutex<ProducerIdBlock>,
+    /// Checkpoint entries (recovery point, log start, high watermark) of
+    /// partition directories in the store that no topic here opens (a log
+    /// directory Kafka wrote, before this broker adopts its topics): written
+    /// back as they were while the directory is there, never dropped.
+    foreign: Mutex<[BTreeMap<(String, i32), i64>; 3]>,
+}
+
+/// Removes the partition directories a delete renamed aside and did not finish.
+fn finish_deletes(path: &Path) -> Result<()> {
+    for entry in fs::read_dir(path).map_err(Error::at(path))? {
+        let entry = entry.map_err(Error::at(path))?;
+        if entry.file_name().to_str().is_some_and(checkpoint::is_being_deleted) {
+            fs::remove_dir_all(entry.path()).map_err(Error::at(entry.path()))?;
+        }
+    }
+    Ok(())
 }
 
 impl Store {
@@ -94,11 +110,14 @@ impl Store {
             checkpoints: Mutex::new(()),
             maintenance_error: Mutex::new(None),
             producer_ids: Mutex::new(ProducerIdBlock::default()),
+            foreign: Mutex::new(Default::default()),
         };
         if !read_only {
-            // What an interrupted checkpoint or topic-file write left.
+            // What an interrupted checkpoint or topic-file write left, and
+            // partition directories an interrupted delete renamed aside.
             checkpoint::remove_temp_files(path)?;
             checkpoint::remove_temp_files(&path.join(TOPICS_DIR))?;
+            finish_deletes(path)?;
         }
         store.load_report = store.load_topics()?;
         if !read_only {
@@ -209,6 +228,14 @@ impl Store {
             let topic =
                 Topic { name: tf.name.clone(), id: tf.topic_id, overrides: tf.config, config, partitions };
             topics.insert(tf.name, Arc::new(topic));
+        }
+        if !self.read_only {
+            let opened =
+                |(t, p): &(String, i32)| topics.get(t).is_some_and(|t| (*p as usize) < t.partitions.len());
+            let keep = |m: BTreeMap<(String, i32), i64>| -> BTreeMap<(String, i32), i64> {
+                m.into_iter().filter(|(k, _)| !opened(k)).collect()
+            };
+            *self.foreign.lock() = [keep(recovery), keep(starts), keep(high_watermarks)];
         }
         Ok(report)
     }
@@ -395,6 +422,14 @@ impl Store {
         let mut rp = BTreeMap::new();
         let mut starts = BTreeMap::new();
         let mut hws = BTreeMap::new();
+        {
+            // Directories this store does not open keep their entries while they are there.
+            let foreign = self.foreign.lock();
+            let present = |(t, p): &(String, i32)| partition_dir(&self.path, t, *p).is_dir();
+            for (into, from) in [&mut rp, &mut starts, &mut hws].into_iter().zip(foreign.iter()) {
+                into.extend(from.iter().filter(|(k, _)| present(k)).map(|(k, v)| (k.clone(), *v)));
+            }
+        }
         for p in self.all_partitions() {
             let key = (p.topic().to_string(), p.partition());
             rp.insert(key.clone(), p.recovery_point());

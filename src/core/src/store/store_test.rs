@@ -48,6 +48,35 @@ fn lifecycle_checkpoints_and_clean_marker() {
     assert!(store.topics().unwrap().is_empty());
 }
 
+/// A log directory Kafka wrote holds partitions no `.topics` file names: opening
+/// it must not drop their checkpoint entries (a lost log start offset would bring
+/// deleted records back), and Kafka's empty cleaner checkpoint is no error.
+#[test]
+fn checkpoint_entries_of_partitions_not_opened_are_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let kafkas = "0\n3\nforeign 0 498\nforeign 1 502\ngone 0 7\n";
+    for name in [RECOVERY_POINT, REPLICATION_OFFSET] {
+        fs::write(dir.path().join(name), kafkas).unwrap();
+    }
+    fs::write(dir.path().join(LOG_START_OFFSET), "0\n1\nforeign 0 100\n").unwrap();
+    fs::write(dir.path().join(CLEANER_OFFSET), "").unwrap();
+    for p in 0..2 {
+        fs::create_dir(dir.path().join(format!("foreign-{p}"))).unwrap();
+    }
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    let t = store.create_topic("mine", 1, &none()).unwrap();
+    t.partition(0).unwrap().append_as_leader(one(b"x"), AppendOrigin::Embedded).unwrap();
+    store.close().unwrap();
+    drop(store);
+    let read = |name: &str| checkpoint::read_offsets(&dir.path().join(name)).unwrap();
+    let key = |t: &str, p: i32| (t.to_string(), p);
+    let rp = read(RECOVERY_POINT);
+    assert_eq!((rp[&key("foreign", 0)], rp[&key("foreign", 1)], rp[&key("mine", 0)]), (498, 502, 1));
+    assert!(!rp.contains_key(&key("gone", 0)), "no directory, no entry");
+    assert_eq!(read(REPLICATION_OFFSET)[&key("foreign", 1)], 502);
+    assert_eq!(read(LOG_START_OFFSET)[&key("foreign", 0)], 100);
+}
+
 #[test]
 fn second_writer_is_refused_with_pid() {
     let dir = tempfile::tempdir().unwrap();
@@ -484,4 +513,40 @@ fn one_at(offset: i64, epoch: i32) -> Vec<u8> {
     crate::record::batch::set_base_offset(&mut b, offset);
     crate::record::batch::set_partition_leader_epoch(&mut b, epoch);
     b
+}
+
+/// A directory in the way of a new partition is kept aside, not removed; a delete
+/// renames first, and a store finishes an interrupted one when it opens.
+#[test]
+fn directories_in_the_way_are_kept_and_deletes_are_finished() {
+    let dir = tempfile::tempdir().unwrap();
+    let theirs = dir.path().join("t-0");
+    fs::create_dir(&theirs).unwrap();
+    fs::write(theirs.join("00000000000000000000.log"), b"someone else's").unwrap();
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    store.create_topic("t", 1, &none()).unwrap();
+    let names = || -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        v.sort();
+        v
+    };
+    let stray: Vec<String> = names().into_iter().filter(|n| n.ends_with("-stray")).collect();
+    assert_eq!(stray.len(), 1, "{:?}", names());
+    let kept = fs::read(dir.path().join(&stray[0]).join("00000000000000000000.log")).unwrap();
+    assert_eq!(kept, b"someone else's");
+    store.delete_topic("t").unwrap();
+    assert!(!names().iter().any(|n| n.starts_with("t-0") && !n.ends_with("-stray")), "{:?}", names());
+    store.close().unwrap();
+    drop(store);
+    // A delete cut short after its rename: finished at the next open.
+    let doomed = dir.path().join(format!("u-0.{}-delete", "0123456789abcdef0123456789abcdef"));
+    fs::create_dir(&doomed).unwrap();
+    fs::create_dir(dir.path().join("v-delete-0")).unwrap(); // a partition of topic "v-delete"
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    assert!(!doomed.exists());
+    assert!(dir.path().join("v-delete-0").exists() && dir.path().join(&stray[0]).exists());
+    store.close().unwrap();
 }
