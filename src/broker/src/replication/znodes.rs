@@ -111,6 +111,13 @@ impl PartitionState {
     }
 }
 
+/// A new topic id in Kafka's text form (`Uuid.toString()`): the 16 bytes of a
+/// random UUID in URL-safe base64 without padding, 22 characters.
+pub fn new_topic_id() -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(uuid::Uuid::new_v4().as_bytes())
+}
+
 /// `/brokers/topics/T`: the replica assignment, preferred replica first.
 pub fn assignment_to_json(assignment: &[Vec<i32>]) -> Vec<u8> {
     let partitions: BTreeMap<String, &Vec<i32>> =
@@ -120,7 +127,7 @@ pub fn assignment_to_json(assignment: &[Vec<i32>]) -> Vec<u8> {
         "partitions": partitions,
         "adding_replicas": {},
         "removing_replicas": {},
-        "topic_id": uuid::Uuid::new_v4().to_string(),
+        "topic_id": new_topic_id(),
     })
     .to_string()
     .into_bytes()

@@ -26,6 +26,11 @@ fn kafka_json_round_trips() {
     assert_eq!(assignment_from_json(&replaced), Some(grown));
     let id = |d: &[u8]| serde_json::from_slice::<Value>(d).unwrap()["topic_id"].clone();
     assert_eq!(id(&replaced), id(&first), "the topic id is kept");
+    // Kafka's Uuid.fromString form: 16 bytes in URL-safe base64, no padding.
+    use base64::Engine;
+    let text = id(&first).as_str().unwrap().to_string();
+    assert_eq!(text.len(), 22, "{text}");
+    assert_eq!(base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(&text).unwrap().len(), 16);
 
     let mut c = BTreeMap::new();
     c.insert("min.insync.replicas".to_string(), "2".to_string());
