@@ -22,6 +22,7 @@ impl Store {
         if self.topics.read().contains_key(name) {
             return Err(Error::TopicExists(name.to_string()));
         }
+        self.refuse_directories_with_records(name, 0..partitions)?;
         let id = new_topic_id();
         let mut logs = Vec::with_capacity(partitions as usize);
         // The topic exists once its file does; partitions are made first, and a
@@ -62,10 +63,10 @@ impl Store {
         config: &Arc<LogConfig>,
     ) -> Result<Arc<PartitionLog>> {
         let dir = partition_dir(&self.path, name, p);
-        // A directory under the new partition's name is not one of this store's
-        // (its deletes rename theirs aside first): another broker's log, Kafka's
-        // for one, or a topic whose file was lost. It is kept, renamed aside as a
-        // stray (`<topic>-<partition>.<id>-stray`), never removed.
+        // Empty (what an interrupted create or grow leaves), a directory under
+        // the new partition's name is renamed aside as a stray
+        // (`<topic>-<partition>.<id>-stray`); `refuse_directories_with_records`
+        // has refused one holding records before anything was made.
         checkpoint::rename_aside(&dir, "stray")?;
         let (log, _) = PartitionLog::open(&dir, name, p, config.clone(), 0, None, true)?;
         let log = Arc::new(log);
@@ -152,6 +153,7 @@ impl Store {
                 "partitions must be between 1 and {MAX_PARTITIONS}, got {new_total}"
             )));
         }
+        self.refuse_directories_with_records(name, current..new_total)?;
         let mut logs = Vec::with_capacity((new_total - current) as usize);
         let tf = TopicFile {
             name: name.to_string(),
@@ -201,4 +203,44 @@ impl Store {
         }
         self.write_checkpoints()
     }
+}
+
+impl Store {
+    /// A directory under a new partition's name is not one of this store's (its
+    /// deletes rename theirs aside first): another broker's log, Kafka's for
+    /// one, or a topic whose file was lost. Holding records, it is refused before
+    /// anything is made, never removed nor served as something else.
+    fn refuse_directories_with_records(&self, name: &str, partitions: std::ops::Range<i32>) -> Result<()> {
+        for p in partitions {
+            let dir = partition_dir(&self.path, name, p);
+            if holds_data(&dir)? {
+                return Err(Error::InvalidArgument(format!(
+                    "{} already holds records this store did not write (another broker's, or a topic \
+                     whose file in {TOPICS_DIR} was lost): move it away before creating partition {p} of {name}",
+                    dir.display()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether a directory holds records: a `.log` file with bytes in it, or a
+/// directory (`false` if it is not there). What an interrupted create or grow
+/// leaves (an empty log, its preallocated indexes, `partition.metadata`) is not.
+fn holds_data(dir: &Path) -> Result<bool> {
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(Error::at(dir)(e)),
+    };
+    for entry in entries {
+        let entry = entry.map_err(Error::at(dir))?;
+        let meta = entry.metadata().map_err(Error::at(dir))?;
+        let log = entry.file_name().to_str().is_some_and(|n| n.ends_with(".log"));
+        if meta.is_dir() || (log && meta.len() > 0) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }

@@ -439,12 +439,13 @@ fn a_grow_interrupted_before_the_topic_file_leaves_the_topic_as_it_was() {
     store.close().unwrap();
     drop(store);
     // What a crash between the new directories and the rename leaves: a
-    // partition directory the topic file does not list, and a temp file.
+    // partition directory the topic file does not list, with an empty log.
     fs::create_dir_all(dir.path().join("t-1")).unwrap();
-    fs::write(dir.path().join("t-1").join("00000000000000000000.log"), b"junk").unwrap();
+    fs::write(dir.path().join("t-1").join("00000000000000000000.log"), b"").unwrap();
+    fs::write(dir.path().join("t-1").join(PARTITION_METADATA), b"version: 0\ntopic_id: x\n").unwrap();
     let store = Store::open(dir.path(), &none(), false).unwrap();
     assert_eq!(store.topic("t").unwrap().partitions.len(), 1);
-    // The next grow replaces the stray directory with a fresh, empty log.
+    // The next grow sets the stray directory aside for a fresh, empty log.
     store.create_partitions("t", 2).unwrap();
     assert_eq!(store.partition("t", 1).unwrap().log_end_offset(), 0);
     store.partition("t", 1).unwrap().append_as_leader(one(b"x"), AppendOrigin::Embedded).unwrap();
@@ -515,8 +516,9 @@ fn one_at(offset: i64, epoch: i32) -> Vec<u8> {
     b
 }
 
-/// A directory in the way of a new partition is kept aside, not removed; a delete
-/// renames first, and a store finishes an interrupted one when it opens.
+/// A directory holding data in the way of a new partition is refused, never
+/// removed; an empty one is kept aside. A delete renames first, and a store
+/// finishes an interrupted one when it opens.
 #[test]
 fn directories_in_the_way_are_kept_and_deletes_are_finished() {
     let dir = tempfile::tempdir().unwrap();
@@ -524,7 +526,10 @@ fn directories_in_the_way_are_kept_and_deletes_are_finished() {
     fs::create_dir(&theirs).unwrap();
     fs::write(theirs.join("00000000000000000000.log"), b"someone else's").unwrap();
     let store = Store::open(dir.path(), &none(), false).unwrap();
-    store.create_topic("t", 1, &none()).unwrap();
+    let refused = store.create_topic("t", 1, &none()).err().unwrap().to_string();
+    assert!(refused.contains("t-0") && refused.contains("already holds records"), "{refused}");
+    assert_eq!(fs::read(theirs.join("00000000000000000000.log")).unwrap(), b"someone else's");
+    assert!(store.topic("t").is_err() && !dir.path().join(TOPICS_DIR).join("t.json").exists());
     let names = || -> Vec<String> {
         let mut v: Vec<String> = fs::read_dir(dir.path())
             .unwrap()
@@ -533,12 +538,15 @@ fn directories_in_the_way_are_kept_and_deletes_are_finished() {
         v.sort();
         v
     };
-    let stray: Vec<String> = names().into_iter().filter(|n| n.ends_with("-stray")).collect();
+    // An empty one (an empty index file is no data) is set aside.
+    fs::create_dir(dir.path().join("e-0")).unwrap();
+    fs::write(dir.path().join("e-0").join("00000000000000000000.index"), b"").unwrap();
+    store.create_topic("e", 1, &none()).unwrap();
+    let stray: Vec<String> =
+        names().into_iter().filter(|n| n.starts_with("e-0.") && n.ends_with("-stray")).collect();
     assert_eq!(stray.len(), 1, "{:?}", names());
-    let kept = fs::read(dir.path().join(&stray[0]).join("00000000000000000000.log")).unwrap();
-    assert_eq!(kept, b"someone else's");
-    store.delete_topic("t").unwrap();
-    assert!(!names().iter().any(|n| n.starts_with("t-0") && !n.ends_with("-stray")), "{:?}", names());
+    store.delete_topic("e").unwrap();
+    assert!(!names().iter().any(|n| n.starts_with("e-0") && !n.ends_with("-stray")), "{:?}", names());
     store.close().unwrap();
     drop(store);
     // A delete cut short after its rename: finished at the next open.
@@ -547,6 +555,6 @@ fn directories_in_the_way_are_kept_and_deletes_are_finished() {
     fs::create_dir(dir.path().join("v-delete-0")).unwrap(); // a partition of topic "v-delete"
     let store = Store::open(dir.path(), &none(), false).unwrap();
     assert!(!doomed.exists());
-    assert!(dir.path().join("v-delete-0").exists() && dir.path().join(&stray[0]).exists());
+    assert!(dir.path().join("v-delete-0").exists() && dir.path().join(&stray[0]).exists() && theirs.exists());
     store.close().unwrap();
 }
