@@ -26,8 +26,21 @@ def _free_port() -> int:
 class KafkaBroker:
     """One Kafka broker, id 0, with single-replica internal topics."""
 
-    def __init__(self, dir: Path, zookeeper_connect: str, *, fast_start: bool = True, **config: str) -> None:
+    def __init__(
+        self,
+        dir: Path,
+        zookeeper_connect: str,
+        *,
+        fast_start: bool = True,
+        port: int | None = None,
+        log: bool = False,
+        **config: str,
+    ) -> None:
         self.dir = dir
+        # With `log`, the broker's own log4j lines go to `server_log` (INFO and up).
+        self.log4j = "/dev/null"
+        if log:
+            self.log4j = str(dir / "log4j.properties")
         # Tests: C1 only, a small heap. Benchmarks: what kafka-server-start.sh and
         # kafka-run-class.sh give the broker by default (KAFKA_HEAP_OPTS and
         # KAFKA_JVM_PERFORMANCE_OPTS).
@@ -40,7 +53,7 @@ class KafkaBroker:
                 *("-XX:MaxInlineLevel=15", "-Djava.awt.headless=true"),
             ]
         )
-        self.port = _free_port()
+        self.port = port or _free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         settings = {
             "broker.id": "0",
@@ -55,12 +68,32 @@ class KafkaBroker:
         }
         settings.update({k.replace("_", "."): v for k, v in config.items()})
         dir.mkdir(parents=True, exist_ok=True)
+        if log:
+            (dir / "log4j.properties").write_text(
+                "log4j.rootLogger=INFO, file\n"
+                "log4j.appender.file=org.apache.log4j.FileAppender\n"
+                f"log4j.appender.file.File={self.server_log}\n"
+                "log4j.appender.file.layout=org.apache.log4j.PatternLayout\n"
+                "log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
+            )
         self.properties = dir / "server.properties"
         self.properties.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
 
     @property
     def bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def zookeeper_connect(self) -> str:
+        """The ``zookeeper.connect`` the broker uses: the test's ZooKeeper and its own chroot."""
+        for line in self.properties.read_text().splitlines():
+            if line.startswith("zookeeper.connect="):
+                return line.split("=", 1)[1]
+        raise AssertionError(f"no zookeeper.connect in {self.properties}")
+
+    @property
+    def server_log(self) -> Path:
+        return self.dir / "kafka.log"
 
     @property
     def log_dir(self) -> Path:
@@ -72,7 +105,7 @@ class KafkaBroker:
             [
                 java(),
                 *self.jvm_options,
-                "-Dlog4j.configuration=file:/dev/null",
+                f"-Dlog4j.configuration=file:{self.log4j}",
                 "-cp",
                 tools_classpath(REFERENCE_VERSION),
                 "kafka.Kafka",

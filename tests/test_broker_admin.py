@@ -496,6 +496,7 @@ def test_aiokafka_admin_create_describe_delete(broker):
     assert entries["cleanup.policy"][1] == "compact"
     assert set(entries) == {
         "cleanup.policy",
+        "compression.type",
         "delete.retention.ms",
         "file.delete.delay.ms",
         "flush.messages",

@@ -410,12 +410,12 @@ def test_missing_and_unusable_paths(tmp_path: Path) -> None:
 def test_corrupt_topic_file_is_a_clear_error(store_path: Path) -> None:
     with seglog.open(store_path) as s:
         s.create_topic("t")
-    (store_path / ".topics" / "t.json").write_text("{not json")
-    with pytest.raises(seglog.CorruptFileError, match=r"t\.json") as e:
+    (store_path / ".topics.json").write_text("{not json")
+    with pytest.raises(seglog.CorruptFileError, match=r"\.topics\.json") as e:
         seglog.open(store_path)
     # Damage on disk, not a caller's mistake: no ValueError.
     assert not isinstance(e.value, ValueError)
-    assert e.value.filename == str(store_path / ".topics" / "t.json")
+    assert e.value.filename == str(store_path / ".topics.json")
 
 
 def test_forked_child_must_reopen(store: seglog.Store, store_path: Path) -> None:

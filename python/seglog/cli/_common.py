@@ -59,11 +59,15 @@ def store_locked(e: StoreLockedError) -> CliError:
 
 
 def is_store(path: Path) -> bool:
-    """Whether ``path`` is a store directory: it holds the topic configs (``.topics/``) once
-    a topic exists, and the recovery-point checkpoint every writer writes when it opens
-    the store, so a store with no topics yet is one too. (A read-only open accepts any
-    directory.)"""
-    return (path / ".topics").is_dir() or (path / "recovery-point-offset-checkpoint").is_file()
+    """Whether ``path`` is a store directory: it holds the topics file (``.topics.json``, or an
+    older store's ``.topics/``) once a topic exists, and the recovery-point checkpoint every
+    writer writes when it opens the store, so a store with no topics yet is one too. (A
+    read-only open accepts any directory.)"""
+    return (
+        (path / ".topics.json").is_file()
+        or (path / ".topics").is_dir()
+        or (path / "recovery-point-offset-checkpoint").is_file()
+    )
 
 
 def partition_count(store: Store, topic: str) -> int:

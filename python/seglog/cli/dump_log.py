@@ -29,8 +29,8 @@ def _batch_line(b: Batch) -> str:
         f"isTransactional: {str(b.is_transactional).lower()}",
         f"isControl: {str(b.is_control).lower()}",
     ]
-    if b.has_delete_horizon:
-        fields.append(f"deleteHorizonMs: {b.base_timestamp}")
+    horizon = f"OptionalLong[{b.base_timestamp}]" if b.has_delete_horizon else "OptionalLong.empty"
+    fields.append(f"deleteHorizonMs: {horizon}")
     fields += [
         f"position: {b.position}",
         f"{b.timestamp_type}: {b.max_timestamp}",
@@ -44,14 +44,19 @@ def _batch_line(b: Batch) -> str:
 
 
 def _record_line(b: Batch, r: ConsumerRecord) -> str:
-    headers = ", ".join(f"{k}={_show(v)}" for k, v in r.headers)
-    return (
+    # As kafka-dump-log prints it: header keys only, and no key or payload field
+    # for a null key or value.
+    line = (
         f"| offset: {r.offset} {b.timestamp_type}: {r.timestamp}"
         f" keySize: {-1 if r.key is None else len(r.key)}"
         f" valueSize: {-1 if r.value is None else len(r.value)}"
-        f" sequence: {b.sequence_at(r.offset)} headers: [{headers}]"
-        f" key: {_show(r.key)} payload: {_show(r.value)}"
+        f" sequence: {b.sequence_at(r.offset)} headerKeys: [{','.join(k for k, _ in r.headers)}]"
     )
+    if r.key is not None:
+        line += f" key: {_show(r.key)}"
+    if r.value is not None:
+        line += f" payload: {_show(r.value)}"
+    return line
 
 
 def _dump_segment_log(path: Path, base: int | None, print_data: bool) -> int:

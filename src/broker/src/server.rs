@@ -69,7 +69,6 @@ impl Broker {
             return Err(Error::ReadOnly("serving a store as a broker"));
         }
         let cluster_id = crate::cluster::load_or_create(store.path(), config.node_id, false)?;
-        let coordinator = Coordinator::load(store.clone(), GroupConfig::from_broker(&config))?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(config.network_threads)
             .thread_name("seglog-broker")
@@ -128,6 +127,27 @@ impl Broker {
                 (Some(r), id, Some(task))
             }
         };
+        // Loaded once a cluster member's replicas are made: a log directory a
+        // Kafka broker wrote has its `__consumer_offsets` adopted by then.
+        let coordinator = match Coordinator::load(store.clone(), GroupConfig::from_broker(&config)) {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = stop.send(true);
+                return Err(e);
+            }
+        };
+        if let Some(r) = &replication {
+            // Registered in ZooKeeper as Kafka's coordinator registers it (it
+            // runs on a worker thread inside `blocking`, which may block on
+            // the runtime).
+            let (r, handle) = (r.clone(), runtime.handle().clone());
+            let timeout = Duration::from_millis(config.zookeeper_session_timeout_ms * 2 + 10_000);
+            coordinator.set_offsets_topic_maker(Box::new(move |partitions, topic_config| {
+                handle
+                    .block_on(r.register_offsets_topic(partitions, topic_config, timeout))
+                    .map_err(|(code, message)| Error::Kafka { code, message })
+            }));
+        }
         let request_memory =
             Memory::new(config.queued_max_request_bytes, metrics.queued_request_bytes.clone());
         let answering = tokio::sync::Semaphore::new(config.network_threads);

@@ -75,8 +75,16 @@ fn write_error_code(e: &Error) -> i16 {
 /// A write to make: offset records and/or a group record, for one group.
 type PendingWrite = (String, Vec<CoordinatorRecord>, Option<GroupWrite>);
 
+/// Makes `__consumer_offsets` where more than the local store must know of
+/// it (a cluster member registers it in ZooKeeper): given the partition count
+/// and the topic's config, returns once the store has the topic.
+pub type OffsetsTopicMaker =
+    Box<dyn Fn(i32, &std::collections::BTreeMap<String, String>) -> Result<()> + Send + Sync>;
+
 pub struct Coordinator {
     store: Arc<Store>,
+    /// How `__consumer_offsets` is made; unset, the store makes it alone.
+    offsets_topic_maker: std::sync::OnceLock<OffsetsTopicMaker>,
     cfg: GroupConfig,
     groups: Mutex<HashMap<String, Group>>,
     cursors: Mutex<HashMap<i32, Arc<Mutex<Cursor>>>>,
@@ -102,6 +110,7 @@ impl Coordinator {
         let loaded = storage::load(&store, now)?;
         Ok(Arc::new(Coordinator {
             store,
+            offsets_topic_maker: std::sync::OnceLock::new(),
             next_retention_check: AtomicI64::new(now.saturating_add(config.retention_check_interval_ms)),
             cfg: config,
             groups: Mutex::new(loaded.groups),
@@ -109,6 +118,11 @@ impl Coordinator {
             seq: AtomicU64::new(1),
             stopped: AtomicBool::new(false),
         }))
+    }
+
+    /// Sets how `__consumer_offsets` is made (once; a later call is ignored).
+    pub fn set_offsets_topic_maker(&self, maker: OffsetsTopicMaker) {
+        let _ = self.offsets_topic_maker.set(maker);
     }
 
     pub fn config(&self) -> &GroupConfig {

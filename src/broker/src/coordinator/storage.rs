@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 use seglog_core::error::{Error, Result};
 use seglog_core::group::{
     append_records, offsets_partition, offsets_topic, read_records, CoordinatorRecord, GroupMetadataKey,
-    GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, OFFSETS_TOPIC,
+    GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIG,
 };
 use seglog_core::log::PartitionLog;
 
@@ -131,7 +131,15 @@ impl Coordinator {
     /// The partition of `__consumer_offsets` that holds `group`, if the topic exists.
     fn partition_of(&self, group: &str, create: bool) -> Result<Option<(i32, Arc<PartitionLog>)>> {
         let topic = if create {
-            offsets_topic(&self.store, self.cfg.offsets_partitions)?
+            match (self.store.topic(OFFSETS_TOPIC), self.offsets_topic_maker.get()) {
+                (Err(Error::UnknownTopic(_)), Some(make)) => {
+                    let config =
+                        OFFSETS_TOPIC_CONFIG.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+                    make(self.cfg.offsets_partitions, &config)?;
+                    self.store.topic(OFFSETS_TOPIC)?
+                }
+                _ => offsets_topic(&self.store, self.cfg.offsets_partitions)?,
+            }
         } else {
             match self.store.topic(OFFSETS_TOPIC) {
                 Ok(t) => t,

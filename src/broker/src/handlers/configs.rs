@@ -32,6 +32,7 @@ pub const TYPE_LIST: i8 = 7;
 pub fn topic_key(key: &str) -> Option<(&'static str, i8)> {
     Some(match key {
         "cleanup.policy" => ("log.cleanup.policy", TYPE_LIST),
+        "compression.type" => ("compression.type", TYPE_STRING),
         "delete.retention.ms" => ("log.cleaner.delete.retention.ms", TYPE_LONG),
         "file.delete.delay.ms" => ("log.segment.delete.delay.ms", TYPE_LONG),
         "flush.messages" => ("log.flush.interval.messages", TYPE_LONG),

@@ -21,7 +21,7 @@ use kafka_protocol::ResponseError as E;
 use seglog_core::log::PartitionLog;
 use zookeeper_client::{Client, Error as ZkError};
 
-use super::view::ClusterView;
+use super::view::{ClusterView, TopicView};
 use super::znodes::{self, PartitionState};
 use super::Replication;
 use crate::logline::log as note;
@@ -188,12 +188,7 @@ impl Replication {
             if !topic.assignment.iter().any(|r| r.contains(&self.node_id)) {
                 continue;
             }
-            if let Err(e) = self.ensure_local_topic(
-                name,
-                topic.assignment.len() as i32,
-                &topic.config,
-                topic.config_version,
-            ) {
+            if let Err(e) = self.ensure_local_topic(name, topic) {
                 note("warn", "replica_create_failed", &[("topic", name), ("error", &e)]);
                 continue;
             }
@@ -226,13 +221,12 @@ impl Replication {
         self.bump();
     }
 
-    fn ensure_local_topic(
-        &self,
-        name: &str,
-        partitions: i32,
-        config: &BTreeMap<String, String>,
-        config_version: i32,
-    ) -> seglog_core::Result<()> {
+    /// Creates (or grows) the local topic `view` describes, under its
+    /// cluster-wide topic id: a partition directory holding that topic id's
+    /// records (a Kafka broker's, in the log directory it shared) is adopted.
+    fn ensure_local_topic(&self, name: &str, view: &TopicView) -> seglog_core::Result<()> {
+        let (partitions, config, config_version) =
+            (view.assignment.len() as i32, &view.config, view.config_version);
         match self.store.topic(name) {
             Ok(t) if t.partitions.len() as i32 >= partitions => {
                 self.apply_config(name, config, config_version)
@@ -242,7 +236,7 @@ impl Replication {
                 self.apply_config(name, config, config_version)
             }
             Err(seglog_core::Error::UnknownTopic(_)) => {
-                match self.store.create_topic(name, partitions, config) {
+                match self.store.create_topic_with_id(name, partitions, config, view.topic_id.as_deref()) {
                     Ok(_) | Err(seglog_core::Error::TopicExists(_)) => Ok(()),
                     Err(e) => Err(e),
                 }

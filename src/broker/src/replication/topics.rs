@@ -62,6 +62,77 @@ impl Replication {
         Ok(())
     }
 
+    /// Registers `__consumer_offsets` in ZooKeeper as Kafka's coordinator
+    /// does (its config, then its assignment under a topic id), with every
+    /// partition on this broker, the coordinator, and one replica: its
+    /// offsets are this broker's, not replicated. Returns once this broker
+    /// leads the partitions and has made them under the cluster's topic id,
+    /// which a Kafka broker later started on this log directory checks. A
+    /// store that has the topic already (written before it joined a cluster)
+    /// registers it with its own id and partition count.
+    pub async fn register_offsets_topic(
+        &self,
+        partitions: i32,
+        config: &BTreeMap<String, String>,
+        timeout: Duration,
+    ) -> Result<(), (i16, String)> {
+        use seglog_core::group::OFFSETS_TOPIC as NAME;
+        let client = self.connected()?;
+        let persistent = CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+        if client.check_stat(&znodes::topic_path(NAME)).await.map_err(refusal)?.is_none() {
+            let (id, partitions) = match self.store.topic(NAME) {
+                Ok(t) => (t.id.clone(), t.partitions.len() as i32),
+                Err(_) => (znodes::new_topic_id(), partitions),
+            };
+            let path = znodes::topic_config_path(NAME);
+            match client.create(&path, &znodes::topic_config_to_json(config), &persistent).await {
+                Ok(_) | Err(ZkError::NodeExists) => {}
+                Err(e) => return Err(refusal(e)),
+            }
+            let assignment = vec![vec![self.node_id]; partitions as usize];
+            let data = znodes::assignment_with_id_to_json(&assignment, &id);
+            match client.create(&znodes::topic_path(NAME), &data, &persistent).await {
+                Ok(_) => log("info", "topic_created", &[("topic", &NAME), ("partitions", &partitions)]),
+                Err(ZkError::NodeExists) => {}
+                Err(e) => return Err(refusal(e)),
+            }
+        }
+        let deadline = Instant::now() + timeout;
+        let mut changed = self.changed.subscribe();
+        loop {
+            let view = self.view();
+            if let Some(t) = view.topics.get(NAME) {
+                // Registered by another member (a coordinator before this
+                // one): this broker keeps its own copy, under the same id.
+                if !t.assignment.iter().any(|r| r.contains(&self.node_id)) {
+                    let partitions = t.assignment.len() as i32;
+                    return match self.store.create_topic_with_id(
+                        NAME,
+                        partitions,
+                        config,
+                        t.topic_id.as_deref(),
+                    ) {
+                        Ok(_) | Err(seglog_core::Error::TopicExists(_)) => Ok(()),
+                        Err(e) => Err((
+                            kafka_protocol::ResponseError::CoordinatorNotAvailable.code(),
+                            e.to_string(),
+                        )),
+                    };
+                }
+                let led = t.states.len() == t.assignment.len()
+                    && t.states.iter().all(|s| s.as_ref().is_some_and(|s| s.state.leader >= 0));
+                if led && self.store.topic(NAME).is_ok() {
+                    return Ok(());
+                }
+            }
+            if Instant::now() >= deadline {
+                let code = kafka_protocol::ResponseError::CoordinatorNotAvailable.code();
+                return Err((code, format!("{NAME} was not ready within {timeout:?}")));
+            }
+            let _ = tokio::time::timeout(Duration::from_millis(50), changed.changed()).await;
+        }
+    }
+
     /// Waits up to `timeout` until this broker's view no longer has `name`
     /// (Kafka's DelayedDeleteTopics).
     async fn wait_until_gone(&self, name: &str, timeout: Duration) {

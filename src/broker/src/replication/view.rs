@@ -20,6 +20,9 @@ pub struct VersionedState {
 pub struct TopicView {
     /// Each partition's replicas, preferred leader first.
     pub assignment: Vec<Vec<i32>>,
+    /// The topic id in the topic znode (what every replica's
+    /// `partition.metadata` names).
+    pub topic_id: Option<String>,
     pub config: BTreeMap<String, String>,
     /// The config znode's version (-1 without one): a view read before a
     /// config change must not undo it where it was applied already.
@@ -86,6 +89,7 @@ pub async fn read(client: &Client) -> Result<ClusterView, ZkError> {
     for name in children(client, znodes::BROKER_TOPICS).await? {
         let Some((d, _)) = data(client, &znodes::topic_path(&name)).await? else { continue };
         let Some(assignment) = znodes::assignment_from_json(&d) else { continue };
+        let topic_id = znodes::topic_id_from_json(&d);
         let (config, config_version) = data(client, &znodes::topic_config_path(&name))
             .await?
             .map(|(d, stat)| (znodes::topic_config_from_json(&d), stat.version))
@@ -97,7 +101,7 @@ pub async fn read(client: &Client) -> Result<ClusterView, ZkError> {
             });
             states.push(state);
         }
-        view.topics.insert(name, TopicView { assignment, config, config_version, states });
+        view.topics.insert(name, TopicView { assignment, topic_id, config, config_version, states });
     }
     Ok(view)
 }

@@ -118,8 +118,14 @@ pub fn new_topic_id() -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(uuid::Uuid::new_v4().as_bytes())
 }
 
-/// `/brokers/topics/T`: the replica assignment, preferred replica first.
+/// `/brokers/topics/T`: the replica assignment, preferred replica first,
+/// under a new topic id.
 pub fn assignment_to_json(assignment: &[Vec<i32>]) -> Vec<u8> {
+    assignment_with_id_to_json(assignment, &new_topic_id())
+}
+
+/// `/brokers/topics/T` under topic id `id`.
+pub fn assignment_with_id_to_json(assignment: &[Vec<i32>], id: &str) -> Vec<u8> {
     let partitions: BTreeMap<String, &Vec<i32>> =
         assignment.iter().enumerate().map(|(p, r)| (p.to_string(), r)).collect();
     json!({
@@ -127,7 +133,7 @@ pub fn assignment_to_json(assignment: &[Vec<i32>]) -> Vec<u8> {
         "partitions": partitions,
         "adding_replicas": {},
         "removing_replicas": {},
-        "topic_id": new_topic_id(),
+        "topic_id": id,
     })
     .to_string()
     .into_bytes()
@@ -159,6 +165,12 @@ pub fn assignment_from_json(data: &[u8]) -> Option<Vec<Vec<i32>>> {
             .collect::<Option<_>>()?;
     }
     Some(out)
+}
+
+/// The topic id a topic znode carries (Kafka's since 2.8), if any.
+pub fn topic_id_from_json(data: &[u8]) -> Option<String> {
+    let v: Value = serde_json::from_slice(data).ok()?;
+    v["topic_id"].as_str().filter(|id| !id.is_empty()).map(str::to_string)
 }
 
 /// `/config/topics/T`.

@@ -75,6 +75,7 @@ impl Default for LogConfig {
 /// Every topic-level key seglog accepts, in Kafka's spelling.
 pub const TOPIC_KEYS: &[&str] = &[
     "cleanup.policy",
+    "compression.type",
     "delete.retention.ms",
     "file.delete.delay.ms",
     "flush.messages",
@@ -149,6 +150,16 @@ impl LogConfig {
                 }
                 self.min_cleanable_dirty_ratio = v;
             }
+            // Batches are kept as each producer compressed them (Kafka's
+            // default); a topic-wide codec that recompresses is not offered.
+            "compression.type" => {
+                if value.trim() != "producer" {
+                    return Err(Error::InvalidConfig(format!(
+                        "{key}: only \"producer\" (each batch kept as its producer compressed it) is \
+                         supported, got {value:?}"
+                    )));
+                }
+            }
             "cleanup.policy" => {
                 let mut p = CleanupPolicy { delete: false, compact: false };
                 for part in value.split(',').map(str::trim) {
@@ -198,6 +209,7 @@ impl LogConfig {
         };
         [
             ("cleanup.policy", policy.to_string()),
+            ("compression.type", "producer".to_string()),
             ("delete.retention.ms", self.delete_retention_ms.to_string()),
             ("file.delete.delay.ms", self.file_delete_delay_ms.to_string()),
             ("flush.messages", self.flush_messages.to_string()),

@@ -19,7 +19,7 @@ pub use offsets::{
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// The topic's settings: compacted, with Kafka's `offsets.topic.segment.bytes`.
 pub const OFFSETS_TOPIC_CONFIG: &[(&str, &str)] =
-    &[("cleanup.policy", "compact"), ("segment.bytes", "104857600")];
+    &[("cleanup.policy", "compact"), ("compression.type", "producer"), ("segment.bytes", "104857600")];
 
 /// Java's `String.hashCode` over UTF-16 code units, as Kafka computes it.
 pub fn java_string_hash(s: &str) -> i32 {

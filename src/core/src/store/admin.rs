@@ -10,6 +10,23 @@ impl Store {
         partitions: i32,
         overrides: &BTreeMap<String, String>,
     ) -> Result<Arc<Topic>> {
+        self.create_topic_with_id(name, partitions, overrides, None)
+    }
+
+    /// `create_topic` under a topic id chosen elsewhere (a cluster's, from
+    /// ZooKeeper), or a new one. With an id, a partition directory already
+    /// holding records whose `partition.metadata` names the same topic id (a
+    /// Kafka broker's log of this very topic, in a log directory it shared) is
+    /// adopted as it is: its records, producer state and leader epochs, with
+    /// the recovery point, log start offset and high watermark its checkpoint
+    /// entries carried.
+    pub fn create_topic_with_id(
+        &self,
+        name: &str,
+        partitions: i32,
+        overrides: &BTreeMap<String, String>,
+        topic_id: Option<&str>,
+    ) -> Result<Arc<Topic>> {
         self.check_writable("create_topic")?;
         validate_topic_name(name)?;
         if !(1..=MAX_PARTITIONS).contains(&partitions) {
@@ -22,27 +39,14 @@ impl Store {
         if self.topics.read().contains_key(name) {
             return Err(Error::TopicExists(name.to_string()));
         }
-        self.refuse_directories_with_records(name, 0..partitions)?;
-        let id = new_topic_id();
-        let mut logs = Vec::with_capacity(partitions as usize);
-        // The topic exists once its file does; partitions are made first, and a
-        // create that fails part-way (a full disk, no file descriptors left)
-        // removes what it made.
+        let id = topic_id.map_or_else(new_topic_id, str::to_string);
+        self.refuse_directories_with_records(name, 0..partitions, &id)?;
+        // The topic exists once the topics file names it; partitions are made
+        // first, and a create that fails part-way (a full disk, no file
+        // descriptors left) removes what it made (never what it adopted).
         let tf =
             TopicFile { name: name.to_string(), topic_id: id.clone(), partitions, config: overrides.clone() };
-        let made = (0..partitions)
-            .try_for_each(|p| {
-                logs.push(self.create_partition(name, p, &id, &config)?);
-                Ok(())
-            })
-            .and_then(|()| self.write_topic_file(&tf));
-        if let Err(e) = made {
-            for log in &logs {
-                let _ = log.delete();
-            }
-            let _ = fs::remove_dir_all(partition_dir(&self.path, name, logs.len() as i32));
-            return Err(e);
-        }
+        let logs = self.create_partitions_of(name, 0..partitions, &id, &config, tf)?;
         let topic = Arc::new(Topic {
             name: name.to_string(),
             id,
@@ -54,15 +58,52 @@ impl Store {
         Ok(topic)
     }
 
-    /// One new partition's directory and log.
+    /// Makes (or adopts) partitions `range` of `name`, then writes `tf` to the
+    /// topics file; on a failure, removes the partitions it made.
+    fn create_partitions_of(
+        &self,
+        name: &str,
+        range: std::ops::Range<i32>,
+        id: &str,
+        config: &Arc<LogConfig>,
+        tf: TopicFile,
+    ) -> Result<Vec<Arc<PartitionLog>>> {
+        let mut made = Vec::with_capacity(range.len());
+        let result = range
+            .clone()
+            .try_for_each(|p| {
+                made.push(self.create_partition(name, p, id, config)?);
+                Ok(())
+            })
+            .and_then(|()| self.write_topics_file(TopicChange::Put(tf)));
+        if let Err(e) = result {
+            for (log, adopted) in &made {
+                if !adopted {
+                    let _ = log.delete();
+                }
+            }
+            let next = range.start + made.len() as i32;
+            if !holds_data(&partition_dir(&self.path, name, next)).unwrap_or(true) {
+                let _ = fs::remove_dir_all(partition_dir(&self.path, name, next));
+            }
+            return Err(e);
+        }
+        Ok(made.into_iter().map(|(log, _)| log).collect())
+    }
+
+    /// One new partition's directory and log, or the one there adopted
+    /// (`true`) when its `partition.metadata` names topic `id`.
     fn create_partition(
         &self,
         name: &str,
         p: i32,
         id: &str,
         config: &Arc<LogConfig>,
-    ) -> Result<Arc<PartitionLog>> {
+    ) -> Result<(Arc<PartitionLog>, bool)> {
         let dir = partition_dir(&self.path, name, p);
+        if holds_data(&dir)? && metadata_topic_id(&dir)?.as_deref() == Some(id) {
+            return Ok((self.adopt_partition(&dir, name, p, config)?, true));
+        }
         // Empty (what an interrupted create or grow leaves), a directory under
         // the new partition's name is renamed aside as a stray
         // (`<topic>-<partition>.<id>-stray`); `refuse_directories_with_records`
@@ -78,14 +119,42 @@ impl Store {
             let _ = log.delete();
             return Err(e);
         }
-        Ok(log)
+        Ok((log, false))
     }
 
-    fn write_topic_file(&self, tf: &TopicFile) -> Result<()> {
-        let dir = self.path.join(TOPICS_DIR);
-        fs::create_dir_all(&dir).map_err(Error::at(&dir))?;
-        let json = serde_json::to_vec_pretty(tf).map_err(|e| Error::InvalidConfig(e.to_string()))?;
-        checkpoint::write_atomic(&dir.join(format!("{}.json", tf.name)), &json)
+    /// Opens a partition directory this store did not make, with the
+    /// checkpoint entries kept for it, and recovers it as Kafka would after
+    /// the stop its log directory records (clean or not).
+    fn adopt_partition(
+        &self,
+        dir: &Path,
+        name: &str,
+        p: i32,
+        config: &Arc<LogConfig>,
+    ) -> Result<Arc<PartitionLog>> {
+        let key = (name.to_string(), p);
+        let (recovery, start, hw) = {
+            let foreign = self.foreign.lock();
+            (foreign[0].get(&key).copied(), foreign[1].get(&key).copied(), foreign[2].get(&key).copied())
+        };
+        let (log, _) = PartitionLog::open(
+            dir,
+            name,
+            p,
+            config.clone(),
+            recovery.unwrap_or(0),
+            start,
+            self.clean_open && recovery.is_some(),
+        )?;
+        if let Some(hw) = hw {
+            log.restore_high_watermark(hw);
+        }
+        log.set_signal(self.signal.clone());
+        let mut foreign = self.foreign.lock();
+        for m in foreign.iter_mut() {
+            m.remove(&key);
+        }
+        Ok(Arc::new(log))
     }
 
     /// Changes a topic's config overrides (set `None` to return to the default).
@@ -113,7 +182,7 @@ impl Store {
             partitions: old.partitions.len() as i32,
             config: overrides.clone(),
         };
-        self.write_topic_file(&tf)?;
+        self.write_topics_file(TopicChange::Put(tf))?;
         for p in &old.partitions {
             p.set_config(config.clone());
         }
@@ -153,27 +222,14 @@ impl Store {
                 "partitions must be between 1 and {MAX_PARTITIONS}, got {new_total}"
             )));
         }
-        self.refuse_directories_with_records(name, current..new_total)?;
-        let mut logs = Vec::with_capacity((new_total - current) as usize);
+        self.refuse_directories_with_records(name, current..new_total, &old.id)?;
         let tf = TopicFile {
             name: name.to_string(),
             topic_id: old.id.clone(),
             partitions: new_total,
             config: old.overrides.clone(),
         };
-        let made = (current..new_total)
-            .try_for_each(|p| {
-                logs.push(self.create_partition(name, p, &old.id, &old.config)?);
-                Ok(())
-            })
-            .and_then(|()| self.write_topic_file(&tf));
-        if let Err(e) = made {
-            for log in &logs {
-                let _ = log.delete();
-            }
-            let _ = fs::remove_dir_all(partition_dir(&self.path, name, current + logs.len() as i32));
-            return Err(e);
-        }
+        let logs = self.create_partitions_of(name, current..new_total, &old.id, &old.config, tf)?;
         let mut partitions = old.partitions.clone();
         partitions.extend(logs);
         let topic = Arc::new(Topic {
@@ -195,9 +251,10 @@ impl Store {
         }
         let _admin = self.admin.lock();
         let topic = self.topics.write().remove(name).ok_or_else(|| Error::UnknownTopic(name.to_string()))?;
-        let file = self.path.join(TOPICS_DIR).join(format!("{name}.json"));
-        fs::remove_file(&file).map_err(Error::at(&file))?;
-        checkpoint::sync_dir(&self.path.join(TOPICS_DIR))?;
+        if let Err(e) = self.write_topics_file(TopicChange::Remove(name)) {
+            self.topics.write().insert(name.to_string(), topic);
+            return Err(e);
+        }
         for p in &topic.partitions {
             p.delete()?;
         }
@@ -208,20 +265,56 @@ impl Store {
 impl Store {
     /// A directory under a new partition's name is not one of this store's (its
     /// deletes rename theirs aside first): another broker's log, Kafka's for
-    /// one, or a topic whose file was lost. Holding records, it is refused before
-    /// anything is made, never removed nor served as something else.
-    fn refuse_directories_with_records(&self, name: &str, partitions: std::ops::Range<i32>) -> Result<()> {
+    /// one, or a topic whose entry in the topics file was lost. Holding records
+    /// of another topic id (or of none), it is refused before anything is
+    /// made, never removed nor served as something else.
+    fn refuse_directories_with_records(
+        &self,
+        name: &str,
+        partitions: std::ops::Range<i32>,
+        id: &str,
+    ) -> Result<()> {
         for p in partitions {
             let dir = partition_dir(&self.path, name, p);
-            if holds_data(&dir)? {
+            if !holds_data(&dir)? {
+                continue;
+            }
+            let found = metadata_topic_id(&dir)?;
+            if found.as_deref() != Some(id) {
+                let whose = match found {
+                    Some(other) => format!("of topic id {other}, not {id}"),
+                    None => "without a partition.metadata naming its topic id".to_string(),
+                };
                 return Err(Error::InvalidArgument(format!(
-                    "{} already holds records this store did not write (another broker's, or a topic \
-                     whose file in {TOPICS_DIR} was lost): move it away before creating partition {p} of {name}",
+                    "{} already holds records {whose} (another broker's, a deleted topic's, or a topic \
+                     whose entry in {TOPICS_FILE} was lost): move it away before creating partition {p} of {name}",
                     dir.display()
                 )));
             }
         }
         Ok(())
+    }
+}
+
+/// The topic id a partition directory's `partition.metadata` names (Kafka's
+/// `version: 0` / `topic_id: <id>` lines), `None` without the file.
+fn metadata_topic_id(dir: &Path) -> Result<Option<String>> {
+    let path = dir.join(PARTITION_METADATA);
+    let text = match fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::at(&path)(e)),
+    };
+    let corrupt = |reason: &str| Error::CorruptFile { path: path.clone(), reason: reason.to_string() };
+    let mut lines = text.lines().map(|l| l.split_once(':').map(|(k, v)| (k.trim(), v.trim())));
+    match lines.next() {
+        Some(Some(("version", "0"))) => {}
+        Some(Some(("version", v))) => return Err(corrupt(&format!("unknown version {v} (Kafka writes 0)"))),
+        _ => return Err(corrupt("the first line is not \"version: 0\"")),
+    }
+    match lines.next() {
+        Some(Some(("topic_id", id))) if !id.is_empty() => Ok(Some(id.to_string())),
+        _ => Err(corrupt("the second line is not \"topic_id: <id>\"")),
     }
 }
 

@@ -28,13 +28,19 @@ use producer_ids::ProducerIdBlock;
 pub use producer_ids::{PRODUCER_ID_BLOCK_FILE, PRODUCER_ID_BLOCK_SIZE};
 pub use scheduler::MaintenanceReport;
 use scheduler::MaintenanceThread;
-use topic::{new_topic_id, partition_dir, TopicFile};
+use topic::{new_topic_id, partition_dir, TopicChange, TopicFile, TopicsFile};
 pub use topic::{
     validate_topic_name, PartitionDescription, Topic, TopicDescription, MAX_PARTITIONS, MAX_TOPIC_NAME,
 };
 
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
-pub const TOPICS_DIR: &str = ".topics";
+/// Every topic's id, partition count and config overrides, one JSON file
+/// beside Kafka's checkpoints (a file, as Kafka's log manager takes every
+/// directory in a log directory for a partition's).
+pub const TOPICS_FILE: &str = ".topics.json";
+/// Where older stores kept one JSON file per topic; read, folded into
+/// `TOPICS_FILE` and removed when such a store is opened for writing.
+pub const LEGACY_TOPICS_DIR: &str = ".topics";
 pub const PARTITION_METADATA: &str = "partition.metadata";
 
 pub struct Store {
@@ -116,10 +122,12 @@ impl Store {
             // What an interrupted checkpoint or topic-file write left, and
             // partition directories an interrupted delete renamed aside.
             checkpoint::remove_temp_files(path)?;
-            checkpoint::remove_temp_files(&path.join(TOPICS_DIR))?;
             finish_deletes(path)?;
         }
         store.load_report = store.load_topics()?;
+        if !read_only {
+            store.fold_legacy_topic_files()?;
+        }
         if !read_only {
             // From here on a crash is an unclean stop: the marker must go first.
             match fs::remove_file(path.join(CLEAN_SHUTDOWN_FILE)) {
@@ -137,27 +145,84 @@ impl Store {
         Ok(store)
     }
 
+    /// The topics file's entries, with those an older store's per-topic
+    /// files add (the topics file wins where both name a topic).
     fn topic_files(&self) -> Result<Vec<TopicFile>> {
-        let dir = self.path.join(TOPICS_DIR);
+        let path = self.path.join(TOPICS_FILE);
+        let corrupt = |path: &Path, reason: String| Error::CorruptFile { path: path.to_owned(), reason };
+        let mut out: BTreeMap<String, TopicFile> = BTreeMap::new();
+        match fs::read(&path) {
+            Ok(bytes) => {
+                let file: TopicsFile = serde_json::from_slice(&bytes)
+                    .map_err(|e| corrupt(&path, format!("unreadable topics file: {e}")))?;
+                if file.version != 1 {
+                    return Err(corrupt(
+                        &path,
+                        format!("unknown version {} (this seglog reads 1)", file.version),
+                    ));
+                }
+                for tf in file.topics {
+                    validate_topic_name(&tf.name).map_err(|e| corrupt(&path, e.to_string()))?;
+                    if out.contains_key(&tf.name) {
+                        return Err(corrupt(&path, format!("topic {:?} is listed twice", tf.name)));
+                    }
+                    out.insert(tf.name.clone(), tf);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::at(&path)(e)),
+        }
+        let dir = self.path.join(LEGACY_TOPICS_DIR);
         let entries = match fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Ok(e) => Some(e),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(Error::at(&dir)(e)),
         };
-        let mut out = Vec::new();
-        for entry in entries {
+        for entry in entries.into_iter().flatten() {
             let path = entry.map_err(Error::at(&dir))?.path();
             if path.extension().and_then(|e| e.to_str()) != Some("json") {
                 continue;
             }
             let text = fs::read_to_string(&path).map_err(Error::at(&path))?;
-            let corrupt = |reason: String| Error::CorruptFile { path: path.clone(), reason };
-            let tf: TopicFile =
-                serde_json::from_str(&text).map_err(|e| corrupt(format!("unreadable topic file: {e}")))?;
-            validate_topic_name(&tf.name).map_err(|e| corrupt(e.to_string()))?;
-            out.push(tf);
+            let tf: TopicFile = serde_json::from_str(&text)
+                .map_err(|e| corrupt(&path, format!("unreadable topic file: {e}")))?;
+            validate_topic_name(&tf.name).map_err(|e| corrupt(&path, e.to_string()))?;
+            out.entry(tf.name.clone()).or_insert(tf);
         }
-        Ok(out)
+        Ok(out.into_values().collect())
+    }
+
+    /// Rewrites the topics file from the open topics, with `change` applied
+    /// (a topic added or replaced, or one removed). Callers hold `admin`.
+    fn write_topics_file(&self, change: TopicChange<'_>) -> Result<()> {
+        let mut entries: BTreeMap<String, TopicFile> =
+            self.topics.read().values().map(|t| (t.name.clone(), TopicFile::of(t))).collect();
+        match change {
+            TopicChange::Put(tf) => {
+                entries.insert(tf.name.clone(), tf);
+            }
+            TopicChange::Remove(name) => {
+                entries.remove(name);
+            }
+            TopicChange::None => {}
+        }
+        let file = TopicsFile { version: 1, topics: entries.into_values().collect() };
+        let json = serde_json::to_vec_pretty(&file).map_err(|e| Error::InvalidConfig(e.to_string()))?;
+        checkpoint::write_atomic(&self.path.join(TOPICS_FILE), &json)
+    }
+
+    /// An older store's `.topics/` directory: its topics, open now, are
+    /// written to the topics file and the directory removed (a Kafka broker
+    /// refuses to start on a log directory holding it).
+    fn fold_legacy_topic_files(&self) -> Result<()> {
+        let dir = self.path.join(LEGACY_TOPICS_DIR);
+        if !dir.is_dir() {
+            return Ok(());
+        }
+        let _admin = self.admin.lock();
+        self.write_topics_file(TopicChange::None)?;
+        fs::remove_dir_all(&dir).map_err(Error::at(&dir))?;
+        checkpoint::sync_dir(&self.path)
     }
 
     /// Opens every topic listed under `.topics` that is not open yet (a reader

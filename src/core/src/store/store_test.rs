@@ -8,6 +8,13 @@ fn none() -> BTreeMap<String, String> {
     BTreeMap::new()
 }
 
+/// The topics the store's topics file names.
+fn names_in_topics_file(path: &Path) -> Vec<String> {
+    let Ok(text) = fs::read_to_string(path.join(TOPICS_FILE)) else { return Vec::new() };
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v["topics"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect()
+}
+
 fn one(v: &[u8]) -> Vec<u8> {
     let mut b = BatchBuilder::new(Compression::None);
     b.append(&NewRecord { timestamp: 1, key: None, value: Some(v), headers: &[] });
@@ -212,7 +219,7 @@ fn partitions_are_bounded_and_a_failed_create_leaves_nothing() {
         .filter(|n| n.starts_with("t-"))
         .collect();
     assert!(left.is_empty(), "{left:?}");
-    assert!(!path.join(TOPICS_DIR).join("t.json").exists());
+    assert!(!names_in_topics_file(&path).contains(&"t".to_string()));
     assert!(store.topics().unwrap().is_empty());
     small.free();
     store.create_topic("t", 2, &cfg).unwrap();
@@ -529,7 +536,7 @@ fn directories_in_the_way_are_kept_and_deletes_are_finished() {
     let refused = store.create_topic("t", 1, &none()).err().unwrap().to_string();
     assert!(refused.contains("t-0") && refused.contains("already holds records"), "{refused}");
     assert_eq!(fs::read(theirs.join("00000000000000000000.log")).unwrap(), b"someone else's");
-    assert!(store.topic("t").is_err() && !dir.path().join(TOPICS_DIR).join("t.json").exists());
+    assert!(store.topic("t").is_err() && !names_in_topics_file(dir.path()).contains(&"t".to_string()));
     let names = || -> Vec<String> {
         let mut v: Vec<String> = fs::read_dir(dir.path())
             .unwrap()
@@ -556,5 +563,78 @@ fn directories_in_the_way_are_kept_and_deletes_are_finished() {
     let store = Store::open(dir.path(), &none(), false).unwrap();
     assert!(!doomed.exists());
     assert!(dir.path().join("v-delete-0").exists() && dir.path().join(&stray[0]).exists() && theirs.exists());
+    store.close().unwrap();
+}
+
+/// A log directory whose topics this store does not know (Kafka's, whose
+/// topics live in ZooKeeper): a create naming the same topic id adopts each
+/// partition as it is, with its checkpoint entries; another id, or none, is
+/// refused and the directory left alone.
+#[test]
+fn partitions_of_the_same_topic_id_are_adopted() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = "j-GCAYM2RXuWLkjhF-cUlg";
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    let t = store.create_topic_with_id("t", 2, &none(), Some(id)).unwrap();
+    assert_eq!(t.id, id);
+    for v in [b"a", b"b", b"c"] {
+        t.partition(1).unwrap().append_as_leader(one(v), AppendOrigin::Embedded).unwrap();
+    }
+    store.delete_records("t", 1, 1).unwrap();
+    store.close().unwrap();
+    drop((t, store));
+    fs::remove_file(dir.path().join(TOPICS_FILE)).unwrap();
+
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    assert!(store.topics().unwrap().is_empty());
+    for other in [None, Some("AAAAAAAAAAAAAAAAAAAAAA")] {
+        let refused = store.create_topic_with_id("t", 2, &none(), other).err().unwrap().to_string();
+        assert!(refused.contains("already holds records of topic id"), "{refused}");
+    }
+    let t = store.create_topic_with_id("t", 2, &none(), Some(id)).unwrap();
+    let p1 = t.partition(1).unwrap();
+    assert_eq!((p1.log_start_offset(), p1.log_end_offset()), (1, 3));
+    assert_eq!(t.partition(0).unwrap().log_end_offset(), 0);
+    assert_eq!(p1.append_as_leader(one(b"d"), AppendOrigin::Embedded).unwrap().base_offset, 3);
+    store.close().unwrap();
+    drop((t, store));
+    // Adopted, the partitions are the store's: named in its topics file, and
+    // opened with it.
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    let t = store.topic("t").unwrap();
+    assert_eq!((t.id.as_str(), t.partition(1).unwrap().log_end_offset()), (id, 4));
+    assert_eq!(names_in_topics_file(dir.path()), ["t"]);
+    store.close().unwrap();
+}
+
+/// An older store kept a JSON file per topic in `.topics/` (a directory a
+/// Kafka broker refuses to start beside); opened for writing, its topics move
+/// into the topics file and the directory goes.
+#[test]
+fn per_topic_files_of_older_stores_are_folded_into_the_topics_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    let cfg: BTreeMap<String, String> = [("retention.ms".to_string(), "60000".to_string())].into();
+    let t = store.create_topic("old", 2, &cfg).unwrap();
+    t.partition(0).unwrap().append_as_leader(one(b"kept"), AppendOrigin::Embedded).unwrap();
+    let id = t.id.clone();
+    store.close().unwrap();
+    drop((t, store));
+    let legacy = dir.path().join(LEGACY_TOPICS_DIR);
+    fs::create_dir(&legacy).unwrap();
+    let entry = serde_json::json!({"name": "old", "topic_id": id, "partitions": 2, "config": {"retention.ms": "60000"}});
+    fs::write(legacy.join("old.json"), entry.to_string()).unwrap();
+    fs::remove_file(dir.path().join(TOPICS_FILE)).unwrap();
+
+    let reader = Store::open(dir.path(), &none(), true).unwrap();
+    assert_eq!(reader.topic("old").unwrap().partitions.len(), 2);
+    drop(reader);
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    let t = store.topic("old").unwrap();
+    assert_eq!((t.id.as_str(), t.partitions.len()), (id.as_str(), 2));
+    assert_eq!(t.overrides, cfg);
+    assert_eq!(t.partition(0).unwrap().log_end_offset(), 1);
+    assert!(!legacy.exists());
+    assert_eq!(names_in_topics_file(dir.path()), ["old"]);
     store.close().unwrap();
 }

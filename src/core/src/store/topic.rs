@@ -35,6 +35,7 @@ pub fn validate_topic_name(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// One topic's entry in the topics file.
 #[derive(Serialize, Deserialize)]
 pub(super) struct TopicFile {
     pub(super) name: String,
@@ -42,6 +43,31 @@ pub(super) struct TopicFile {
     pub(super) partitions: i32,
     #[serde(default)]
     pub(super) config: BTreeMap<String, String>,
+}
+
+impl TopicFile {
+    pub(super) fn of(t: &Topic) -> TopicFile {
+        TopicFile {
+            name: t.name.clone(),
+            topic_id: t.id.clone(),
+            partitions: t.partitions.len() as i32,
+            config: t.overrides.clone(),
+        }
+    }
+}
+
+/// The topics file (`.topics.json`): every topic of the store.
+#[derive(Serialize, Deserialize)]
+pub(super) struct TopicsFile {
+    pub(super) version: i32,
+    pub(super) topics: Vec<TopicFile>,
+}
+
+/// What a topic administration changes in the topics file.
+pub(super) enum TopicChange<'a> {
+    Put(TopicFile),
+    Remove(&'a str),
+    None,
 }
 
 pub struct Topic {
