@@ -6,6 +6,7 @@ broker started without it keeps serving alone, as before."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import subprocess
@@ -230,3 +231,50 @@ def test_local_cluster_reports_a_broker_that_cannot_start(tmp_path: Path, zookee
     assert not any(cluster.alive(n) for n in cluster.broker_ids)
     assert cluster.zookeeper.pid(1) is None
     assert "seglog: error:" in cluster.log_path(1).read_text()
+
+
+def refused(store: Path, *args: str) -> str:
+    """What ``seglog serve`` says as it refuses to start on ``store`` (it must exit 1)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "seglog", "serve", "--store", str(store), "--listen", "127.0.0.1:0", *args],
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=120,
+    )
+    assert proc.returncode == 1 and "listening on" not in proc.stdout, (proc.stdout, proc.stderr)
+    return proc.stderr
+
+
+def test_meta_properties_ties_a_store_to_one_broker_and_one_cluster(
+    tmp_path: Path, zookeeper: ZooKeeper
+) -> None:
+    store = tmp_path / "store"
+    first = f"{zookeeper.connect_string}/first"
+    with serving(store, "--node-id", "4", "--zookeeper", first) as served:
+        assert_serves(served.bootstrap)
+    # Written once the cluster's id was read from ZooKeeper: the same id.
+    meta = dict(
+        line.split("=", 1) for line in (store / "meta.properties").read_text().splitlines() if "=" in line
+    )
+    client = kazoo(zookeeper.connect_string)
+    try:
+        cluster = json.loads(client.get("/first/cluster/id")[0])["id"]
+    finally:
+        client.stop()
+    assert (meta["version"], meta["broker.id"], meta["cluster.id"]) == ("0", "4", cluster)
+
+    # Another chroot is another cluster: refused, as Kafka refuses it, before the
+    # broker registers there.
+    said = refused(store, "--node-id", "4", "--zookeeper", f"{zookeeper.connect_string}/second")
+    assert f"does not match the cluster id {cluster}" in said and "wrong cluster" in said, said
+    client = kazoo(zookeeper.connect_string)
+    try:
+        assert not client.exists("/second/brokers/ids/4")
+    finally:
+        client.stop()
+    said = refused(store, "--node-id", "5", "--zookeeper", first)
+    assert "belongs to broker 4, not node id 5" in said, said
+    (store / "meta.properties").write_text(f"version=7\nbroker.id=4\ncluster.id={cluster}\n")
+    said = refused(store, "--node-id", "4", "--zookeeper", first)
+    assert "meta.properties" in said and "unknown version 7" in said, said

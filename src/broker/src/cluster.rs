@@ -13,7 +13,7 @@ use seglog_core::error::{Error, Result};
 pub const META_PROPERTIES: &str = "meta.properties";
 
 /// A new cluster id in Kafka's form: a random UUID, base64url without padding.
-fn new_cluster_id() -> String {
+pub fn new_cluster_id() -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(uuid::Uuid::new_v4().as_bytes())
 }
 
@@ -26,41 +26,58 @@ fn parse(text: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// The cluster id of the store at `dir` for broker `node_id`, creating
-/// `meta.properties` if the store has none.
-pub fn load_or_create(dir: &Path, node_id: i32, read_only: bool) -> Result<String> {
+/// The cluster id `meta.properties` in `dir` records, if the file is there;
+/// refused when it belongs to another broker id or has a version Kafka does
+/// not write (0 in ZooKeeper mode, 1 in KRaft mode).
+pub fn load(dir: &Path, node_id: i32) -> Result<Option<String>> {
     let path = dir.join(META_PROPERTIES);
-    match fs::read_to_string(&path) {
-        Ok(text) => {
-            let props = parse(&text);
-            let stored = props.get("broker.id").or_else(|| props.get("node.id"));
-            if let Some(stored) = stored {
-                if stored.parse::<i32>().ok() != Some(node_id) {
-                    return Err(Error::InvalidConfig(format!(
-                        "{}: this store belongs to broker {stored}, not node id {node_id} \
-                         (start the broker with --node-id {stored})",
-                        path.display()
-                    )));
-                }
-            }
-            props
-                .get("cluster.id")
-                .cloned()
-                .ok_or_else(|| Error::CorruptFile { path: path.clone(), reason: "no cluster.id line".into() })
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !read_only => {
-            let id = new_cluster_id();
-            let tmp = dir.join(format!("{META_PROPERTIES}.tmp"));
-            let text = format!("#\n#written by seglog\nversion=0\nbroker.id={node_id}\ncluster.id={id}\n");
-            let mut f = fs::File::create(&tmp).map_err(Error::at(&tmp))?;
-            f.write_all(text.as_bytes()).and_then(|_| f.sync_all()).map_err(Error::at(&tmp))?;
-            fs::rename(&tmp, &path).map_err(Error::at(&path))?;
-            seglog_core::checkpoint::sync_dir(dir)?;
-            Ok(id)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(new_cluster_id()),
-        Err(e) => Err(Error::at(&path)(e)),
+    let text = match fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::at(&path)(e)),
+    };
+    let props = parse(&text);
+    let corrupt = |reason: String| Error::CorruptFile { path: path.clone(), reason };
+    match props.get("version").map(String::as_str) {
+        Some("0") | Some("1") => {}
+        Some(v) => return Err(corrupt(format!("unknown version {v} (Kafka writes 0 or 1)"))),
+        None => return Err(corrupt("no version line".into())),
     }
+    let stored = props.get("broker.id").or_else(|| props.get("node.id"));
+    if let Some(stored) = stored {
+        if stored.parse::<i32>().ok() != Some(node_id) {
+            return Err(Error::InvalidConfig(format!(
+                "{}: this store belongs to broker {stored}, not node id {node_id} \
+                 (start the broker with --node-id {stored})",
+                path.display()
+            )));
+        }
+    }
+    props.get("cluster.id").cloned().map(Some).ok_or_else(|| corrupt("no cluster.id line".into()))
+}
+
+/// Writes `meta.properties` (version 0, as a ZooKeeper-mode Kafka broker does).
+pub fn create(dir: &Path, node_id: i32, cluster_id: &str) -> Result<()> {
+    let path = dir.join(META_PROPERTIES);
+    let tmp = dir.join(format!("{META_PROPERTIES}.tmp"));
+    let text = format!("#\n#written by seglog\nversion=0\nbroker.id={node_id}\ncluster.id={cluster_id}\n");
+    let mut f = fs::File::create(&tmp).map_err(Error::at(&tmp))?;
+    f.write_all(text.as_bytes()).and_then(|_| f.sync_all()).map_err(Error::at(&tmp))?;
+    fs::rename(&tmp, &path).map_err(Error::at(&path))?;
+    seglog_core::checkpoint::sync_dir(dir)
+}
+
+/// The cluster id of the store at `dir` for broker `node_id`, creating
+/// `meta.properties` if the store has none (a broker serving alone).
+pub fn load_or_create(dir: &Path, node_id: i32, read_only: bool) -> Result<String> {
+    if let Some(id) = load(dir, node_id)? {
+        return Ok(id);
+    }
+    let id = new_cluster_id();
+    if !read_only {
+        create(dir, node_id, &id)?;
+    }
+    Ok(id)
 }
 
 /// Where a serving broker says so in its store, for other processes: a reader

@@ -68,7 +68,12 @@ impl Broker {
         if store.is_read_only() {
             return Err(Error::ReadOnly("serving a store as a broker"));
         }
-        let cluster_id = crate::cluster::load_or_create(store.path(), config.node_id, false)?;
+        // A cluster member takes the cluster's id from ZooKeeper and writes
+        // `meta.properties` only then; one alone makes its own.
+        let stored_cluster_id = match &config.zookeeper_connect {
+            None => Some(crate::cluster::load_or_create(store.path(), config.node_id, false)?),
+            Some(_) => crate::cluster::load(store.path(), config.node_id)?,
+        };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(config.network_threads)
             .thread_name("seglog-broker")
@@ -103,13 +108,13 @@ impl Broker {
         // A cluster member joins before it serves: registered, the cluster
         // read, its replicas' roles taken.
         let (replication, cluster_id, membership) = match &config.zookeeper_connect {
-            None => (None, cluster_id, None),
+            None => (None, stored_cluster_id.unwrap_or_default(), None),
             Some(_) => {
                 let r = Replication::new(
                     store.clone(),
                     config.clone(),
                     advertised.clone(),
-                    cluster_id,
+                    stored_cluster_id.clone(),
                     stop_rx.clone(),
                     metrics.clone(),
                     purgatory.clone(),
@@ -123,6 +128,12 @@ impl Broker {
                     }
                 };
                 let id = r.cluster_id();
+                if stored_cluster_id.is_none() {
+                    if let Err(e) = crate::cluster::create(store.path(), config.node_id, &id) {
+                        let _ = stop.send(true);
+                        return Err(e);
+                    }
+                }
                 let task = runtime.spawn(r.clone().run(session));
                 (Some(r), id, Some(task))
             }

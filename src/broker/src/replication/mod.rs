@@ -76,6 +76,9 @@ pub struct Replication {
     stopping: watch::Receiver<bool>,
     /// The cluster id in `/cluster/id`.
     cluster_id: Mutex<String>,
+    /// The cluster id this broker's `meta.properties` records, if it has one:
+    /// joining a cluster of another id is refused, as Kafka refuses it.
+    stored_cluster_id: Option<String>,
     metrics: Arc<Metrics>,
 }
 
@@ -93,7 +96,7 @@ impl Replication {
         store: Arc<Store>,
         config: BrokerConfig,
         advertised: (String, i32),
-        cluster_id: String,
+        cluster_id: Option<String>,
         stopping: watch::Receiver<bool>,
         metrics: Arc<Metrics>,
         purgatory: Arc<Purgatory>,
@@ -114,7 +117,10 @@ impl Replication {
             fetchers: Mutex::new(HashSet::new()),
             config_versions: Mutex::new(HashMap::new()),
             stopping,
-            cluster_id: Mutex::new(cluster_id),
+            // A new cluster's id is new, as Kafka's first broker makes it,
+            // never the one a store brought from elsewhere.
+            cluster_id: Mutex::new(crate::cluster::new_cluster_id()),
+            stored_cluster_id: cluster_id,
             metrics,
         })
     }
@@ -160,6 +166,8 @@ impl Replication {
         loop {
             match self.open_session(deadline).await {
                 Ok(s) => return Ok(s),
+                // A mistake in the configuration does not go away by waiting.
+                Err(e @ seglog_core::Error::InvalidConfig(_)) => return Err(e),
                 Err(e) if Instant::now() < deadline && !self.stopped() => {
                     log("warn", "zookeeper_join_retry", &[("error", &e)]);
                     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -245,8 +253,8 @@ impl Replication {
         Ok(session)
     }
 
-    /// `/cluster/id`: created from this store's id by the first broker; the
-    /// others take it.
+    /// `/cluster/id`: created with a new id by the first broker; the others
+    /// take it, unless their `meta.properties` names another.
     async fn settle_cluster_id(&self, client: &Client) -> seglog_core::Result<()> {
         let persistent = CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
         let mine = self.cluster_id();
@@ -257,6 +265,13 @@ impl Replication {
         let (data, _) =
             client.get_data(znodes::CLUSTER_ID).await.map_err(|e| zk_err("reading /cluster/id", e))?;
         if let Some(id) = znodes::cluster_id_from_json(&data) {
+            if let Some(stored) = self.stored_cluster_id.as_ref().filter(|s| **s != id) {
+                return Err(seglog_core::Error::InvalidConfig(format!(
+                    "the cluster id {id} in ZooKeeper does not match the cluster id {stored} in {}: \
+                     this broker is trying to join the wrong cluster (check --zookeeper and its chroot)",
+                    self.store.path().join(crate::cluster::META_PROPERTIES).display()
+                )));
+            }
             *self.cluster_id.lock() = id;
         }
         Ok(())
