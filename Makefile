@@ -162,7 +162,7 @@ bench-kcat:
 # consume, end-to-end latency, the broker's CPU and memory). KAFKA_BENCH_ARGS="--runs 1".
 KAFKA_BENCH_ARGS ?=
 bench-kafka: develop java zookeeper
-	$(PY) benches/bench_kafka.py $(KAFKA_BENCH_ARGS)
+	$(PY) benches/bench_kafka.py --chart docs/kafka.png $(KAFKA_BENCH_ARGS)
 
 # Criterion benchmarks of the core alone (append, read, index lookup).
 bench-rust:

@@ -24,7 +24,8 @@ def _free_port() -> int:
 
 
 class KafkaBroker:
-    """One Kafka broker, id 0, with single-replica internal topics."""
+    """One Kafka broker (id 0 unless given), with single-replica internal topics; brokers
+    given the same ``chroot`` of one ZooKeeper form a cluster."""
 
     def __init__(
         self,
@@ -34,6 +35,8 @@ class KafkaBroker:
         fast_start: bool = True,
         port: int | None = None,
         log: bool = False,
+        broker_id: int = 0,
+        chroot: str | None = None,
         **config: str,
     ) -> None:
         self.dir = dir
@@ -54,12 +57,13 @@ class KafkaBroker:
             ]
         )
         self.port = port or _free_port()
+        self.broker_id = broker_id
         self.proc: subprocess.Popen[bytes] | None = None
         settings = {
-            "broker.id": "0",
+            "broker.id": str(broker_id),
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "log.dirs": str(dir / "logs"),
-            "zookeeper.connect": f"{zookeeper_connect}/kafka-{uuid.uuid4().hex[:8]}",
+            "zookeeper.connect": f"{zookeeper_connect}/{chroot or 'kafka-' + uuid.uuid4().hex[:8]}",
             "offsets.topic.replication.factor": "1",
             "offsets.topic.num.partitions": "3",
             "transaction.state.log.replication.factor": "1",
@@ -136,7 +140,7 @@ class KafkaBroker:
             md = AdminClient({"bootstrap.servers": self.bootstrap_servers}).list_topics(timeout=5)
         except Exception:
             return False
-        return 0 in md.brokers and md.controller_id == 0
+        return self.broker_id in md.brokers and md.controller_id >= 0
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

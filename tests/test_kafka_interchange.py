@@ -303,7 +303,8 @@ def epochs_carry_over(kafka: KafkaBroker, before: list[tuple[int, int]]) -> None
     assert re.findall(r"partitionLeaderEpoch: (\d+)", dumped.stdout)[-1] == str(epoch)
 
 
-def test_seglog_serves_a_log_directory_kafka_wrote(kafka_dir: KafkaBroker) -> None:
+@pytest.mark.parametrize("stop", ["clean", "kill -9 and a torn tail"])
+def test_seglog_serves_a_log_directory_kafka_wrote(kafka_dir: KafkaBroker, stop: str) -> None:
     kafka = kafka_dir
     kafka.start()
     create_topics(kafka.bootstrap_servers)
@@ -311,7 +312,24 @@ def test_seglog_serves_a_log_directory_kafka_wrote(kafka_dir: KafkaBroker) -> No
     committed = write_the_mix(kafka.bootstrap_servers, producer)
     wait_for_cleaner_and_retention(kafka.bootstrap_servers, kafka.log_dir)
     served_by_kafka = read_all(kafka.bootstrap_servers)
-    kafka.stop()
+    if stop == "clean":
+        kafka.stop()
+    else:
+        # Killed mid-write: the last segment of plain-1 ends in half a batch, which
+        # recovery must cut (as Kafka's own does) while keeping every whole one.
+        assert kafka.proc is not None
+        kafka.proc.kill()
+        kafka.proc.wait(30)
+        last = max((kafka.log_dir / "plain-1").glob("*.log"))
+        whole = last.read_bytes()
+        first_batch = whole[: 12 + int.from_bytes(whole[8:12], "big")]
+        with last.open("ab") as f:
+            f.write(first_batch[: len(first_batch) // 2])
+        zk = Zk(kafka.zookeeper_connect)
+        try:
+            wait_for("Kafka's session to expire", lambda: not zk.exists("/brokers/ids/0"), timeout=60)
+        finally:
+            zk.close()
     kafka_epochs = epochs(kafka.log_dir / "plain-0")
 
     seglog_broker = Serve(kafka.log_dir, kafka.zookeeper_connect, kafka.port)

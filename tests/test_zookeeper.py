@@ -262,6 +262,7 @@ def test_meta_properties_ties_a_store_to_one_broker_and_one_cluster(
         cluster = json.loads(client.get("/first/cluster/id")[0])["id"]
     finally:
         client.stop()
+        client.close()
     assert (meta["version"], meta["broker.id"], meta["cluster.id"]) == ("0", "4", cluster)
 
     # Another chroot is another cluster: refused, as Kafka refuses it, before the
@@ -273,6 +274,7 @@ def test_meta_properties_ties_a_store_to_one_broker_and_one_cluster(
         assert not client.exists("/second/brokers/ids/4")
     finally:
         client.stop()
+        client.close()
     said = refused(store, "--node-id", "5", "--zookeeper", first)
     assert "belongs to broker 4, not node id 5" in said, said
     (store / "meta.properties").write_text(f"version=7\nbroker.id=4\ncluster.id={cluster}\n")
