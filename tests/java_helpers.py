@@ -206,6 +206,32 @@ def tool(
     return proc
 
 
+def read_log_dir(version: str, log_dir: Path, cluster_id: str, node_id: int) -> list[dict[str, Any]]:
+    """``log_dir`` as Kafka's own storage classes at ``version`` read it when a broker
+    starts (java/tools/ReadLogDir.java): its meta.properties, clean-shutdown marker and
+    checkpoints, and every partition opened (and recovered) as a log, with its records.
+    Kafka writes as it opens a log: give it a copy."""
+    proc = subprocess.run(
+        [
+            java(),
+            "-XX:+UseSerialGC",
+            "-Dlog4j2.configurationFile=/dev/null",
+            "-cp",
+            tools_classpath(version),
+            str(JAVA_DIR / "tools" / "ReadLogDir.java"),
+            str(log_dir),
+            cluster_id,
+            str(node_id),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    if proc.returncode != 0:
+        raise AssertionError(f"ReadLogDir {log_dir} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
 # Spark's own Kafka connector (spark-sql-kafka-0-10), resolved by java/spark/pom.xml at
 # the version of the installed PySpark.
 def spark_kafka_classpath() -> Path:

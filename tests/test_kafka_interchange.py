@@ -12,7 +12,9 @@ test ends with ``seglog verify`` and ``kafka-dump-log`` agreeing on every record
 
 from __future__ import annotations
 
+import base64
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,12 +28,16 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from cluster_helpers import Zk, wait_for
-from java_helpers import tool
+from java_helpers import VERSIONS, read_log_dir, tool
 from kafka_reference import REFERENCE_VERSION, KafkaBroker
 from seglog.testing import ZooKeeper
 from test_kafka_tools import dumps_agree
 
 pytestmark = pytest.mark.java
+
+# The newest Kafka line built here (4.x, KRaft only), whose storage classes read what
+# seglog writes as they would a directory of their own.
+KAFKA_4 = max(VERSIONS, key=lambda v: tuple(map(int, v.split("."))))
 
 HOUR_MS = 3_600_000
 # Kafka's broker keys that make its cleaner and retention act within a test.
@@ -293,6 +299,60 @@ def epochs_carry_over(kafka: KafkaBroker, before: list[tuple[int, int]]) -> None
     assert re.findall(r"partitionLeaderEpoch: (\d+)", dumped.stdout)[-1] == str(epoch)
 
 
+def kafka_4_reads(
+    log_dir: Path, zookeeper: str, copy: Path, served: dict[tuple[str, int], list[Record]], clean: bool
+) -> None:
+    """Kafka 4's storage classes, as its broker opens a log directory, read a copy of
+    ``log_dir``: meta.properties verified for broker 0 of ZooKeeper's cluster id; the
+    clean-shutdown marker, there after a clean stop only; every checkpoint; and every
+    partition, opened (and recovered after a kill -9) as a log, holds the records,
+    topic id, log start, leader epochs and producer state seglog served and wrote."""
+    shutil.copytree(log_dir, copy)
+    zk = Zk(zookeeper)
+    try:
+        cluster_id = zk.json("/cluster/id")["id"]
+        topic_ids = {t: zk.json(f"/brokers/topics/{t}")["topic_id"] for t in TOPICS}
+    finally:
+        zk.close()
+    lines = read_log_dir(KAFKA_4, copy, cluster_id, 0)
+    assert lines[0] == {"meta": {"version": 0, "cluster_id": cluster_id, "node_id": 0}}
+    assert lines[1] == {"clean_shutdown": clean}
+    checkpoints = {line["checkpoint"]: line["entries"] for line in lines if "checkpoint" in line}
+    assert set(checkpoints) == {
+        "recovery-point-offset-checkpoint",
+        "replication-offset-checkpoint",
+        "log-start-offset-checkpoint",
+        "cleaner-offset-checkpoint",
+    }
+    partitions = {line["partition"]: line for line in lines if "partition" in line}
+    assert sum(name.startswith("__consumer_offsets-") for name in partitions) == 3
+    records: dict[str, list[Record]] = {}
+
+    def data(b: str | None) -> bytes | None:
+        return None if b is None else base64.b64decode(b)
+
+    for line in lines:
+        if "record" in line:
+            headers = tuple((k, base64.b64decode(v)) for k, v in line["headers"])
+            got = (line["offset"], line["timestamp"], data(line["key"]), data(line["value"]), headers)
+            records.setdefault(line["record"], []).append(got)
+    for (topic, p), want in served.items():
+        name = f"{topic}-{p}"
+        part = partitions[name]
+        assert records.get(name, []) == want, name
+        assert part["topic_id"] == topic_ids[topic]
+        assert part["log_end"] == want[-1][0] + 1, "recovery cut nothing"
+        assert part["log_start"] <= want[0][0]
+        if clean:
+            assert checkpoints["recovery-point-offset-checkpoint"][name] == part["log_end"]
+            assert checkpoints["replication-offset-checkpoint"][name] == part["log_end"]
+    assert partitions["expired-0"]["log_start"] == served[("expired", 0)][0][0] > 0
+    assert [tuple(e) for e in partitions["plain-0"]["epochs"]] == epochs(log_dir / "plain-0")
+    for p in (0, 1):
+        # One idempotent producer wrote plain, its sequences from 0 in each partition.
+        assert list(partitions[f"plain-{p}"]["producers"].values()) == [len(served[("plain", p)]) - 1]
+
+
 @pytest.mark.parametrize("stop", ["clean", "kill -9 and a torn tail"])
 def test_seglog_serves_a_log_directory_kafka_wrote(kafka_dir: KafkaBroker, stop: str) -> None:
     kafka = kafka_dir
@@ -345,7 +405,7 @@ def test_seglog_serves_a_log_directory_kafka_wrote(kafka_dir: KafkaBroker, stop:
 
 
 @pytest.mark.parametrize("stop", ["clean", "kill -9"])
-def test_kafka_serves_a_log_directory_seglog_wrote(kafka_dir: KafkaBroker, stop: str) -> None:
+def test_kafka_serves_a_log_directory_seglog_wrote(kafka_dir: KafkaBroker, stop: str, tmp_path: Path) -> None:
     kafka = kafka_dir
     kafka.log_dir.mkdir(parents=True)
     seglog_broker = Serve(
@@ -372,6 +432,9 @@ def test_kafka_serves_a_log_directory_seglog_wrote(kafka_dir: KafkaBroker, stop:
             wait_for("broker 0's session to expire", lambda: not zk.exists("/brokers/ids/0"), timeout=60)
         finally:
             zk.close()
+    kafka_4_reads(
+        kafka.log_dir, kafka.zookeeper_connect, tmp_path / "copy", served_by_seglog, stop == "clean"
+    )
 
     kafka.start()
     wait_until_led(bootstrap)
