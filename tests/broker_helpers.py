@@ -145,11 +145,12 @@ class Served:
             self.proc.stderr.close()
         return code
 
-    def rss_kib(self) -> int:
+    def rss_kib(self, field: str = "VmRSS") -> int:
+        """The process's resident memory (``VmRSS``, or ``RssFile``/``RssAnon``) in KiB."""
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1])
-        raise AssertionError("no VmRSS")
+        raise AssertionError(f"no {field}")
 
 
 def start_serve(store: Path, *args: str, timeout: float = 30) -> Served:

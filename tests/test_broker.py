@@ -517,6 +517,36 @@ def test_fetch_bytes_go_out_with_sendfile_or_through_a_copy(store: seglog.Store,
     assert after["bytes_out"] - before["bytes_out"] >= record_bytes
 
 
+@pytest.mark.parametrize("sendfile", ["true", "false"])
+def test_bytes_served_do_not_stay_in_the_brokers_resident_memory(tmp_path: Path, sendfile: str) -> None:
+    """Fetch finds the batches it sends through the segment's memory map, which
+    touches every page of small batches; those pages are let go once sent, so a
+    broker that has served 64 MiB keeps far less than that mapped (its RssFile)."""
+    path = tmp_path / "store"
+    value = b"r" * 1000
+    with seglog.open(path) as store:
+        store.create_topic("rss", partitions=1)
+        for _ in range(16 * 1024):  # 4 KiB batches: a batch header on every page
+            store.append("rss", 0, [value] * 4)
+    with serving(path, "--config", f"socket.sendfile.enable={sendfile}") as served:
+        before = served.rss_kib("RssFile")
+        c = consumer(served.bootstrap, **{"fetch.max.bytes": 4 << 20})
+        try:
+            c.assign([TopicPartition("rss", 0, OFFSET_BEGINNING)])
+            seen = 0
+            deadline = time.monotonic() + 120
+            while seen < 64 * 1024:
+                assert time.monotonic() < deadline, seen
+                for m in c.consume(10_000, timeout=1):
+                    assert m.error() is None, m.error()
+                    seen += 1
+        finally:
+            c.close()
+        grown = served.rss_kib("RssFile") - before
+    assert seen == 64 * 1024
+    assert grown < 16 * 1024, f"{grown} KiB of the 64 MiB served stayed mapped"
+
+
 def test_prometheus_metrics_over_http(store: seglog.Store) -> None:
     with seglog.Broker(store, metrics="127.0.0.1:0") as broker:
         assert broker.metrics_address is not None

@@ -162,6 +162,9 @@ pub async fn write_response(
                     copy_file(stream, f, idle).await?;
                     metrics.copied_bytes.inc_by(f.length);
                 }
+                // Finding the range's batches read their headers through the
+                // segment's map; the pages need not stay resident here.
+                f.segment.release_mapped(f.position, f.length);
             }
         }
     }

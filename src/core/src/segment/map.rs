@@ -15,7 +15,7 @@
 
 use std::fs::File;
 
-use memmap2::{Mmap, MmapOptions};
+use memmap2::{Mmap, MmapOptions, UncheckedAdvice};
 use parking_lot::{RwLock, RwLockWriteGuard};
 
 /// The map covers the file rounded up to this, so that an active segment is
@@ -81,6 +81,25 @@ impl LogMap {
         match guard.as_ref() {
             Some(m) => Ok(f(&m[position as usize..end as usize])),
             None => Err(f),
+        }
+    }
+
+    /// Unmaps from this process the pages holding `[position, position + len)`
+    /// (`MADV_DONTNEED`): the page cache keeps them and a later read through
+    /// the map faults them in again. For bytes read through the map only to
+    /// find their batches on their way to a socket, which would otherwise stay
+    /// in the process's resident set for as long as the map lives.
+    pub(super) fn release(&self, position: u64, len: u64) {
+        let guard = self.map.read();
+        let Some(m) = guard.as_ref() else { return };
+        let Ok(from) = usize::try_from(position) else { return };
+        let to = usize::try_from(position.saturating_add(len)).unwrap_or(usize::MAX).min(m.len());
+        if to > from {
+            // SAFETY: the map is a read-only shared map of a file, whose pages
+            // MADV_DONTNEED only unmaps: a read after it (including one holding
+            // a borrow of the map now, under the read lock as this is) sees the
+            // file's same bytes again from the page cache. Nothing is freed.
+            let _ = unsafe { m.unchecked_advise_range(UncheckedAdvice::DontNeed, from, to - from) };
         }
     }
 

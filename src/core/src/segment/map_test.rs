@@ -46,3 +46,21 @@ fn follows_a_growing_file_and_a_shortened_one() {
     assert_eq!(map.with(&w, || 50, 0, 50, |b| b.iter().map(|&x| u32::from(x)).sum::<u32>()).ok(), Some(50));
     assert!(map.with(&w, || 50, 40, 20, |b| b.len()).is_err());
 }
+
+#[test]
+fn released_pages_read_the_same_again() {
+    let bytes: Vec<u8> = (0..3 * 4096 + 100).map(|i| (i % 251) as u8).collect();
+    let (_d, f) = file_with(&bytes);
+    let map = LogMap::new(true);
+    let n = bytes.len() as u64;
+    // Nothing mapped yet, and ranges past the map or the end: no-ops.
+    map.release(0, n);
+    assert_eq!(map.with(&f, || n, 0, bytes.len(), <[u8]>::to_vec).ok(), Some(bytes.clone()));
+    map.release(100, 5000);
+    map.release(n - 1, u64::MAX);
+    map.release(u64::MAX, 1);
+    map.release(MAP_STEP * 2, 10);
+    assert_eq!(map.with(&f, || n, 0, bytes.len(), <[u8]>::to_vec).ok(), Some(bytes.clone()));
+    map.release(0, n);
+    assert_eq!(map.with(&f, || n, 4000, 300, <[u8]>::to_vec).ok(), Some(bytes[4000..4300].to_vec()));
+}

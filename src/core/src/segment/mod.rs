@@ -376,6 +376,13 @@ impl Segment {
         self.map.with(&self.log, || self.size(), position, len, f).ok()
     }
 
+    /// Drops this process's mapping of the bytes `[position, position + len)`
+    /// (see `LogMap::release`): for a range sent on with `sendfile` or copied
+    /// out, whose pages need not stay in the process's resident set.
+    pub fn release_mapped(&self, position: u64, len: u64) {
+        self.map.release(position, len);
+    }
+
     /// Whether the batches in `[position, position + len)` passed their CRC in
     /// this process already; take it before reading the bytes.
     pub fn crc_ticket(&self, position: u64, len: u64) -> CrcTicket {
