@@ -70,7 +70,8 @@ class Serve:
     def __init__(self, store: Path, zookeeper: str, port: int, *config: str) -> None:
         argv = [sys.executable, "-m", "seglog", "serve", "--store", str(store), "--node-id", "0"]
         argv += ["--listen", f"127.0.0.1:{port}", "--zookeeper", zookeeper]
-        for c in ("log.retention.check.interval.ms=200", "offsets.topic.num.partitions=3", *config):
+        quick = ("log.retention.check.interval.ms=200", "offsets.topic.num.partitions=3")
+        for c in (*quick, "offsets.topic.replication.factor=1", *config):
             argv += ["--config", c]
         self.log = store.parent / "seglog.log"
         with self.log.open("ab") as out:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -631,40 +632,98 @@ def test_seglog_cluster_command(tmp_path: Path, zookeeper_installed: None) -> No
 # ---------------------------------------------------------------- groups on a cluster
 
 
-def test_consumer_group_on_a_cluster(local_cluster: MakeCluster, zk_of: Callable[[LocalCluster], Zk]) -> None:
-    """A subscribed consumer group reads every partition from its leader and commits to
-    the cluster's group coordinator: the live broker with the lowest id."""
+def offsets_partition(group: str, partitions: int) -> int:
+    """Kafka's partitionFor: abs(Java's String.hashCode) % partitions."""
+    h = 0
+    for unit in struct.unpack(f">{len(group.encode('utf-16-be')) // 2}H", group.encode("utf-16-be")):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    signed = h - (1 << 32) if h >= 1 << 31 else h
+    return (0 if signed == -(1 << 31) else abs(signed)) % partitions
+
+
+def test_group_offsets_survive_a_kill_of_each_coordinator(
+    local_cluster: MakeCluster, zk_of: Callable[[LocalCluster], Zk]
+) -> None:
+    """Committed offsets live in ``__consumer_offsets``, replicated like any topic (RF 3),
+    and a group's coordinator is the leader of its partition there. For a group
+    coordinated by each broker in turn: the group commits, its coordinator is killed
+    with -9, and a new member of the group, coordinated by the partition's new leader,
+    resumes exactly at the committed offsets."""
     from confluent_kafka import Consumer, TopicPartition
 
-    cluster, zk = up(local_cluster, zk_of, config={**FAST, "group.initial.rebalance.delay.ms": 0})
+    n_offsets = 6
+    cluster, zk = up(
+        local_cluster,
+        zk_of,
+        config={**FAST, "group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": n_offsets},
+    )
     parts = topic_with_full_isr(cluster, zk)
     acked, failed = produce_and_report(
         producer(cluster.bootstrap_servers), TOPIC, [(i % 3, str(i).encode()) for i in range(90)]
     )
     assert not failed, failed
-    c = Consumer(
-        {"bootstrap.servers": cluster.bootstrap_servers, "group.id": "g", "auto.offset.reset": "earliest"}
-    )
-    try:
-        c.subscribe([TOPIC])
-        seen: set[bytes] = set()
-        deadline = time.monotonic() + 60
-        while len(seen) < 90 and time.monotonic() < deadline:
-            m = c.poll(0.5)
-            if m is not None and m.error() is None:
-                seen.add(bytes(m.value() or b""))
-        assert seen == {a.value for a in acked}
-        c.commit(asynchronous=False)
-        committed = c.committed([TopicPartition(TOPIC, p) for p in parts], timeout=10)
-        assert {tp.partition: tp.offset for tp in committed} == next_offsets(acked)
-    finally:
-        c.close()
-    # The offsets live in the coordinator's own store (they are not replicated).
-    cluster.stop()
-    import seglog
 
-    with seglog.open(cluster.store_path(min(BROKERS)), read_only=True) as store:
-        assert "__consumer_offsets" in store.topics()
+    def member(group: str) -> Consumer:
+        return Consumer(
+            {
+                "bootstrap.servers": cluster.bootstrap_servers,
+                "group.id": group,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+
+    # The first FindCoordinator creates __consumer_offsets, placed over the three brokers;
+    # the client retries through COORDINATOR_NOT_AVAILABLE and the partitions' loading.
+    first = member("first")
+    try:
+        nothing = first.committed([TopicPartition(TOPIC, p) for p in parts], timeout=60)
+        assert all(tp.offset < 0 and tp.error is None for tp in nothing), nothing
+    finally:
+        first.close()
+    zk.wait_until_isr("__consumer_offsets", range(n_offsets), BROKERS, timeout=60)
+    assert all(len(rs) == 3 for rs in zk.assignment("__consumer_offsets").values())
+
+    for round_, broker in enumerate(BROKERS):
+        # A group whose partition of __consumer_offsets this broker leads.
+        group = next(
+            g
+            for g in (f"group-{round_}-{i}" for i in range(1000))
+            if zk.leader("__consumer_offsets", offsets_partition(g, n_offsets)) == broker
+        )
+        c = member(group)
+        try:
+            c.subscribe([TOPIC])
+            got = 0
+            deadline = time.monotonic() + 60
+            while got < 30:
+                assert time.monotonic() < deadline, got
+                m = c.poll(0.5)
+                got += m is not None and m.error() is None
+            want = {p: 5 + 7 * p + round_ for p in parts}
+            c.commit(offsets=[TopicPartition(TOPIC, p, o) for p, o in want.items()], asynchronous=False)
+        finally:
+            c.close()
+        cluster.kill(broker)
+        resumed = member(group)
+        try:
+            committed = resumed.committed([TopicPartition(TOPIC, p) for p in parts], timeout=60)
+            assert {tp.partition: tp.offset for tp in committed} == want
+            resumed.subscribe([TOPIC])
+            first_seen: dict[int, int] = {}
+            deadline = time.monotonic() + 60
+            while len(first_seen) < len(parts):
+                assert time.monotonic() < deadline, first_seen
+                m = resumed.poll(0.5)
+                if m is not None and m.error() is None:
+                    first_seen.setdefault(m.partition(), m.offset())
+            assert first_seen == want
+        finally:
+            resumed.close()
+        assert zk.leader("__consumer_offsets", offsets_partition(group, n_offsets)) != broker
+        cluster.start(broker)
+        zk.wait_until_isr("__consumer_offsets", range(n_offsets), BROKERS, timeout=60)
+        zk.wait_until_isr(TOPIC, parts, BROKERS, timeout=60)
 
 
 # ---------------------------------------------------------------- topic administration on a cluster

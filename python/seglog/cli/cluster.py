@@ -21,8 +21,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=(
             "Start a standalone ZooKeeper and BROKERS brokers on 127.0.0.1, broker N in rack rN "
             "with its store in DIR/bN and its log in DIR/bN.log, every one a 'seglog serve "
-            "--zookeeper' child process. Topics get replication factor min(3, BROKERS) and "
-            "min.insync.replicas 2 unless --config says otherwise. Prints the ZooKeeper connect "
+            "--zookeeper' child process. Topics (and __consumer_offsets) get replication factor "
+            "min(3, BROKERS) and min.insync.replicas 2 unless --config says otherwise. Prints the ZooKeeper connect "
             "string and 'seglog: cluster listening on HOST:PORT,...', then runs until Ctrl-C or "
             "SIGTERM. Needs Debian's zookeeper package (apt-get install zookeeper; 'make cluster' "
             "installs it)."
@@ -42,7 +42,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    config = {"default.replication.factor": str(min(3, args.brokers))}
+    rf = str(min(3, args.brokers))
+    config = {"default.replication.factor": rf, "offsets.topic.replication.factor": rf}
     if args.brokers >= 2:
         config["min.insync.replicas"] = "2"
     config.update(dict(args.config))

@@ -47,6 +47,13 @@ pub struct BrokerConfig {
     /// `offsets.topic.num.partitions`: partitions of `__consumer_offsets`
     /// when the coordinator creates it.
     pub offsets_topic_num_partitions: i32,
+    /// `offsets.topic.replication.factor`: replicas of each partition of
+    /// `__consumer_offsets` when a cluster member creates it (refused while
+    /// fewer brokers are live, as Kafka refuses it).
+    pub offsets_topic_replication_factor: i16,
+    /// `offsets.commit.timeout.ms`: how long a commit (or a group's record)
+    /// waits for the in-sync replicas of its `__consumer_offsets` partition.
+    pub offsets_commit_timeout_ms: u64,
     /// `offsets.retention.minutes`: how long an empty group's offsets are kept.
     pub offsets_retention_minutes: i64,
     /// `offsets.retention.check.interval.ms`: how often expired offsets are removed.
@@ -101,6 +108,8 @@ impl Default for BrokerConfig {
             group_initial_rebalance_delay_ms: 3_000,
             group_max_size: i32::MAX,
             offsets_topic_num_partitions: 50,
+            offsets_topic_replication_factor: 3,
+            offsets_commit_timeout_ms: 5_000,
             offsets_retention_minutes: 10_080,
             offsets_retention_check_interval_ms: 600_000,
             offset_metadata_max_bytes: 4096,
@@ -144,6 +153,8 @@ pub const BROKER_KEYS: &[&str] = &[
     "group.initial.rebalance.delay.ms",
     "group.max.size",
     "offsets.topic.num.partitions",
+    "offsets.topic.replication.factor",
+    "offsets.commit.timeout.ms",
     "offsets.retention.minutes",
     "offsets.retention.check.interval.ms",
     "offset.metadata.max.bytes",
@@ -236,6 +247,12 @@ impl BrokerConfig {
                 "group.max.size" => c.group_max_size = int(key, value, 1, i32::MAX.into())? as i32,
                 "offsets.topic.num.partitions" => {
                     c.offsets_topic_num_partitions = int(key, value, 1, 10_000)? as i32
+                }
+                "offsets.topic.replication.factor" => {
+                    c.offsets_topic_replication_factor = int(key, value, 1, i16::MAX.into())? as i16
+                }
+                "offsets.commit.timeout.ms" => {
+                    c.offsets_commit_timeout_ms = int(key, value, 1, i64::from(i32::MAX))? as u64
                 }
                 "offsets.retention.minutes" => {
                     c.offsets_retention_minutes = int(key, value, 1, i64::from(i32::MAX))?

@@ -38,7 +38,8 @@ pub struct Shared {
     pub answering: tokio::sync::Semaphore,
     /// Appends, reads and offsets of the partitions this broker leads.
     pub replica_manager: Arc<ReplicaManager>,
-    /// The group coordinator (every group's: this is the only broker).
+    /// The group coordinator (every group's for a single broker; a cluster
+    /// member's serves the groups of the `__consumer_offsets` partitions it leads).
     pub coordinator: Arc<Coordinator>,
     /// This broker's part in a cluster (`zookeeper.connect`); `None` for a
     /// single broker, which leads every partition of its store.
@@ -138,27 +139,25 @@ impl Broker {
                 (Some(r), id, Some(task))
             }
         };
-        // Loaded once a cluster member's replicas are made: a log directory a
-        // Kafka broker wrote has its `__consumer_offsets` adopted by then.
-        let coordinator = match Coordinator::load(store.clone(), GroupConfig::from_broker(&config)) {
-            Ok(c) => c,
-            Err(e) => {
-                let _ = stop.send(true);
-                return Err(e);
+        // A single broker's coordinator serves every group, loaded now; a
+        // cluster member's takes up each partition of `__consumer_offsets` as
+        // it comes to lead it.
+        let groups = GroupConfig::from_broker(&config);
+        let coordinator = match &replication {
+            None => match Coordinator::load(store.clone(), groups) {
+                Ok(c) => c,
+                Err(e) => {
+                    let _ = stop.send(true);
+                    return Err(e);
+                }
+            },
+            Some(r) => {
+                let c = Coordinator::new(store.clone(), groups);
+                c.set_replication(r.clone());
+                runtime.spawn(c.clone().follow_leadership(r.clone(), stop_rx.clone()));
+                c
             }
         };
-        if let Some(r) = &replication {
-            // Registered in ZooKeeper as Kafka's coordinator registers it (it
-            // runs on a worker thread inside `blocking`, which may block on
-            // the runtime).
-            let (r, handle) = (r.clone(), runtime.handle().clone());
-            let timeout = Duration::from_millis(config.zookeeper_session_timeout_ms * 2 + 10_000);
-            coordinator.set_offsets_topic_maker(Box::new(move |partitions, topic_config| {
-                handle
-                    .block_on(r.register_offsets_topic(partitions, topic_config, timeout))
-                    .map_err(|(code, message)| Error::Kafka { code, message })
-            }));
-        }
         let request_memory =
             Memory::new(config.queued_max_request_bytes, metrics.queued_request_bytes.clone());
         let answering = tokio::sync::Semaphore::new(config.network_threads);

@@ -35,12 +35,8 @@ impl Coordinator {
                     generation_id: -1,
                     members: Vec::new(),
                 };
-                if let Err(code) = check_group_id(id, true) {
+                if let Err(code) = check_group_id(id, true).and_then(|()| self.serving(id)) {
                     d.error = code;
-                    return d;
-                }
-                if self.stopped() {
-                    d.error = COORDINATOR_NOT_AVAILABLE;
                     return d;
                 }
                 let Some(g) = groups.get(id) else { return d };
@@ -81,10 +77,8 @@ impl Coordinator {
         {
             let mut groups = self.groups.lock();
             for id in ids {
-                let code = if let Err(code) = check_group_id(id, true) {
+                let code = if let Err(code) = check_group_id(id, true).and_then(|()| self.serving(id)) {
                     code
-                } else if self.stopped() {
-                    COORDINATOR_NOT_AVAILABLE
                 } else {
                     match groups.get_mut(id) {
                         None => GROUP_ID_NOT_FOUND,
@@ -137,9 +131,7 @@ impl Coordinator {
         partitions: &[(String, i32)],
     ) -> std::result::Result<Vec<(String, i32, i16)>, i16> {
         check_group_id(group_id, true)?;
-        if self.stopped() {
-            return Err(COORDINATOR_NOT_AVAILABLE);
-        }
+        self.serving(group_id)?;
         let mut out = Vec::with_capacity(partitions.len());
         let mut tombstones = Vec::new();
         {
@@ -178,10 +170,16 @@ impl Coordinator {
         if !tombstones.is_empty() {
             let me = self.clone();
             let group = group_id.to_string();
-            if let Err(e) = blocking(move || me.write_records(&group, tombstones, None)).await {
-                log("warn", "offset_delete_failed", &[("group", &group_id), ("error", &e)]);
+            let written = match blocking(move || me.write_records(&group, tombstones, None)).await {
+                Ok(w) => self.replicated(w).await,
+                Err(e) => {
+                    log("warn", "offset_delete_failed", &[("group", &group_id), ("error", &e)]);
+                    Err(write_error_code(&e))
+                }
+            };
+            if let Err(code) = written {
                 for r in out.iter_mut().filter(|r| r.2 == NONE) {
-                    r.2 = COORDINATOR_NOT_AVAILABLE;
+                    r.2 = code;
                 }
             }
         }

@@ -14,6 +14,8 @@ pub struct GroupConfig {
     pub initial_rebalance_delay_ms: i32,
     pub max_size: i32,
     pub offsets_partitions: i32,
+    /// How long a write waits for its partition's in-sync replicas (a cluster member's).
+    pub commit_timeout_ms: u64,
     pub retention_ms: i64,
     pub retention_check_interval_ms: i64,
     pub metadata_max_bytes: usize,
@@ -27,6 +29,7 @@ impl GroupConfig {
             initial_rebalance_delay_ms: c.group_initial_rebalance_delay_ms,
             max_size: c.group_max_size,
             offsets_partitions: c.offsets_topic_num_partitions,
+            commit_timeout_ms: c.offsets_commit_timeout_ms,
             retention_ms: c.offsets_retention_minutes.saturating_mul(60_000),
             retention_check_interval_ms: i64::try_from(c.offsets_retention_check_interval_ms)
                 .unwrap_or(i64::MAX),

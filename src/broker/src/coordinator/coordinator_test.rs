@@ -13,6 +13,7 @@ fn config() -> GroupConfig {
         initial_rebalance_delay_ms: 0,
         max_size: 3,
         offsets_partitions: 4,
+        commit_timeout_ms: 1_000,
         retention_ms: 60_000,
         retention_check_interval_ms: 1_000,
         metadata_max_bytes: 16,
@@ -99,7 +100,8 @@ fn sync(
     write(c, writes);
     match o {
         SyncOutcome::LeaderWrite { write: w, generation, assignment, rx } => {
-            let result = c.write_records("g", Vec::new(), Some(w)).map_err(|_| COORDINATOR_NOT_AVAILABLE);
+            let result =
+                c.write_records("g", Vec::new(), Some(w)).map(|_| ()).map_err(|_| COORDINATOR_NOT_AVAILABLE);
             let writes = c.assignment_stored_at("g", generation, assignment, result, now);
             write(c, writes);
             SyncOutcome::Wait(rx)
@@ -518,4 +520,61 @@ fn shutdown_answers_waiting_members() {
     c.shutdown();
     assert_eq!(rx2b.try_recv().unwrap().error, COORDINATOR_NOT_AVAILABLE);
     assert_eq!(ready(join(&c, &range(), T0)).error, COORDINATOR_NOT_AVAILABLE);
+}
+
+#[test]
+fn a_cluster_members_coordinator_serves_the_partitions_it_leads() {
+    use seglog_core::group::{offsets_partition, CommittedOffsets};
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    // Offsets of two groups in different partitions of __consumer_offsets.
+    let single = open(dir.path(), config());
+    let store = single.store.clone();
+    seglog_core::group::offsets_topic(&store, 4).unwrap();
+    let (a, pa) = ("a".to_string(), offsets_partition("a", 4));
+    let b = (0..100).map(|i| format!("b{i}")).find(|g| offsets_partition(g, 4) != pa).unwrap();
+    let pb = offsets_partition(&b, 4);
+    let commit = |group: &str, offset: i64| {
+        let mut o = CommittedOffsets::new();
+        o.insert(("t".into(), 0), (offset, String::new()));
+        seglog_core::group::commit(&store, group, &o).unwrap();
+    };
+    commit(&a, 5);
+    commit(&b, 6);
+    single.shutdown();
+    drop(single);
+    let offset = |c: &Arc<Coordinator>, group: &str| {
+        rt.block_on(c.fetch_offsets(group, None))
+            .map(|o| o.first().and_then(|(_, _, o)| o.clone()).map(|o| o.offset))
+    };
+
+    let c = Coordinator::new(store.clone(), config());
+    // Leading nothing: every group is another broker's.
+    assert_eq!(offset(&c, &a), Err(NOT_COORDINATOR));
+    assert_eq!(c.heartbeat_at(&a, "m", None, 1, T0), NOT_COORDINATOR);
+    assert_eq!(c.describe_groups(std::slice::from_ref(&a))[0].error, NOT_COORDINATOR);
+    // Leading a's partition: its groups are loaded and served, b's are not.
+    rt.block_on(c.take_partitions(vec![(pa, 1)]));
+    assert_eq!(offset(&c, &a), Ok(Some(5)));
+    assert_eq!(offset(&c, &b), Err(NOT_COORDINATOR));
+    c.owned.lock().insert(pb, ownership::Owned::Loading(2));
+    assert_eq!(offset(&c, &b), Err(COORDINATOR_LOAD_IN_PROGRESS));
+    rt.block_on(c.take_partitions(vec![(pa, 1), (pb, 2)]));
+    assert_eq!(offset(&c, &b), Err(COORDINATOR_LOAD_IN_PROGRESS), "a partition already taken up stays");
+    c.owned.lock().remove(&pb);
+    rt.block_on(c.take_partitions(vec![(pa, 1), (pb, 2)]));
+    assert_eq!(offset(&c, &b), Ok(Some(6)));
+    // A member waiting for a rebalance when its partition goes is told NOT_COORDINATOR.
+    let join_a = JoinGroup { group_id: a.clone(), ..range() };
+    let first = waiting(join(&c, &join_a, T0)).try_recv().unwrap();
+    assert_eq!(first.error, NONE);
+    let mut second = waiting(join(&c, &join_a, T0 + 1));
+    rt.block_on(c.take_partitions(vec![(pb, 2)]));
+    assert_eq!(second.try_recv().unwrap().error, NOT_COORDINATOR);
+    assert_eq!(c.group_state(&a), None);
+    // Led again, in a new leadership: loaded afresh, with what another leader wrote meanwhile.
+    commit(&a, 7);
+    rt.block_on(c.take_partitions(vec![(pa, 3), (pb, 2)]));
+    assert_eq!(offset(&c, &a), Ok(Some(7)));
+    assert_eq!(offset(&c, &b), Ok(Some(6)));
 }

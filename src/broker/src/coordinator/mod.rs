@@ -18,6 +18,7 @@ mod api;
 mod group;
 mod member;
 mod offsets;
+mod ownership;
 mod rebalance;
 mod storage;
 
@@ -68,6 +69,7 @@ pub fn check_group_id(id: &str, allow_empty: bool) -> std::result::Result<(), i1
 fn write_error_code(e: &Error) -> i16 {
     match e {
         Error::RecordTooLarge { .. } | Error::RecordBatchTooLarge(_) => UNKNOWN_SERVER_ERROR,
+        Error::Kafka { code, .. } => ownership::group_code(*code),
         _ => COORDINATOR_NOT_AVAILABLE,
     }
 }
@@ -75,16 +77,15 @@ fn write_error_code(e: &Error) -> i16 {
 /// A write to make: offset records and/or a group record, for one group.
 type PendingWrite = (String, Vec<CoordinatorRecord>, Option<GroupWrite>);
 
-/// Makes `__consumer_offsets` where more than the local store must know of
-/// it (a cluster member registers it in ZooKeeper): given the partition count
-/// and the topic's config, returns once the store has the topic.
-pub type OffsetsTopicMaker =
-    Box<dyn Fn(i32, &std::collections::BTreeMap<String, String>) -> Result<()> + Send + Sync>;
-
 pub struct Coordinator {
     store: Arc<Store>,
-    /// How `__consumer_offsets` is made; unset, the store makes it alone.
-    offsets_topic_maker: std::sync::OnceLock<OffsetsTopicMaker>,
+    /// A cluster member's replication: set, this coordinator serves only the
+    /// partitions of `__consumer_offsets` it leads (`owned`).
+    replication: std::sync::OnceLock<Arc<crate::replication::Replication>>,
+    /// A single broker's coordinator serves every group; a cluster member's
+    /// only those of the partitions in `owned`.
+    serves_all: bool,
+    owned: Mutex<HashMap<i32, ownership::Owned>>,
     cfg: GroupConfig,
     groups: Mutex<HashMap<String, Group>>,
     cursors: Mutex<HashMap<i32, Arc<Mutex<Cursor>>>>,
@@ -104,25 +105,43 @@ fn pristine(g: &Group) -> bool {
 }
 
 impl Coordinator {
-    /// Loads the groups and offsets of `store`'s `__consumer_offsets` (blocking).
+    /// Loads the groups and offsets of `store`'s `__consumer_offsets` (blocking):
+    /// a single broker's coordinator, which serves every group.
     pub fn load(store: Arc<Store>, config: GroupConfig) -> Result<Arc<Coordinator>> {
-        let now = now_ms();
-        let loaded = storage::load(&store, now)?;
-        Ok(Arc::new(Coordinator {
-            store,
-            offsets_topic_maker: std::sync::OnceLock::new(),
-            next_retention_check: AtomicI64::new(now.saturating_add(config.retention_check_interval_ms)),
-            cfg: config,
-            groups: Mutex::new(loaded.groups),
-            cursors: Mutex::new(loaded.cursors),
-            seq: AtomicU64::new(1),
-            stopped: AtomicBool::new(false),
-        }))
+        let loaded = storage::load(&store, now_ms())?;
+        Ok(Self::with(store, config, Some((loaded.groups, loaded.cursors))))
     }
 
-    /// Sets how `__consumer_offsets` is made (once; a later call is ignored).
-    pub fn set_offsets_topic_maker(&self, maker: OffsetsTopicMaker) {
-        let _ = self.offsets_topic_maker.set(maker);
+    /// A coordinator serving no group yet: a cluster member's, which loads
+    /// each partition of `__consumer_offsets` as it comes to lead it
+    /// (`take_partitions`, which `follow_leadership` calls), and appends
+    /// through `set_replication`'s replication.
+    pub fn new(store: Arc<Store>, config: GroupConfig) -> Arc<Coordinator> {
+        Self::with(store, config, None)
+    }
+
+    /// `loaded`: the groups and cursors of a coordinator that serves every group.
+    #[allow(clippy::type_complexity)]
+    fn with(
+        store: Arc<Store>,
+        config: GroupConfig,
+        loaded: Option<(HashMap<String, Group>, HashMap<i32, Arc<Mutex<Cursor>>>)>,
+    ) -> Arc<Coordinator> {
+        let now = now_ms();
+        let serves_all = loaded.is_some();
+        let (groups, cursors) = loaded.unwrap_or_default();
+        Arc::new(Coordinator {
+            store,
+            replication: std::sync::OnceLock::new(),
+            serves_all,
+            owned: Mutex::new(HashMap::new()),
+            next_retention_check: AtomicI64::new(now.saturating_add(config.retention_check_interval_ms)),
+            cfg: config,
+            groups: Mutex::new(groups),
+            cursors: Mutex::new(cursors),
+            seq: AtomicU64::new(1),
+            stopped: AtomicBool::new(false),
+        })
     }
 
     pub fn config(&self) -> &GroupConfig {
@@ -145,6 +164,7 @@ impl Coordinator {
         let me = self.clone();
         blocking(move || {
             for (group, records, group_write) in writes {
+                // Not waited for: nobody is answered on these.
                 if let Err(e) = me.write_records(&group, records, group_write) {
                     log("warn", "group_write_failed", &[("group", &group), ("error", &e)]);
                 }
@@ -153,12 +173,15 @@ impl Coordinator {
         .await
     }
 
+    /// Writes a group's record, answered once its replicas have it.
     async fn write_group(self: &Arc<Self>, w: GroupWrite) -> std::result::Result<(), i16> {
         let me = self.clone();
-        blocking(move || me.write_records(&w.group.clone(), Vec::new(), Some(w))).await.map_err(|e| {
-            log("warn", "group_write_failed", &[("error", &e)]);
-            write_error_code(&e)
-        })
+        let written =
+            blocking(move || me.write_records(&w.group.clone(), Vec::new(), Some(w))).await.map_err(|e| {
+                log("warn", "group_write_failed", &[("error", &e)]);
+                write_error_code(&e)
+            })?;
+        self.replicated(written).await
     }
 
     fn group_writes(writes: Vec<GroupWrite>) -> Vec<PendingWrite> {
@@ -167,11 +190,8 @@ impl Coordinator {
 
     pub(crate) fn join_at(&self, req: &JoinGroup, now: i64) -> (JoinOutcome, Vec<GroupWrite>) {
         let fail = |code| (JoinOutcome::Ready(JoinResponse::error(code, &req.member_id)), Vec::new());
-        if let Err(code) = check_group_id(&req.group_id, false) {
+        if let Err(code) = check_group_id(&req.group_id, false).and_then(|()| self.serving(&req.group_id)) {
             return fail(code);
-        }
-        if self.stopped() {
-            return fail(COORDINATOR_NOT_AVAILABLE);
         }
         if req.session_timeout_ms < self.cfg.min_session_timeout_ms
             || req.session_timeout_ms > self.cfg.max_session_timeout_ms
@@ -219,11 +239,8 @@ impl Coordinator {
     pub(crate) fn sync_at(&self, req: &SyncGroup, now: i64) -> (SyncOutcome, Vec<GroupWrite>) {
         let fail =
             |code| (SyncOutcome::Ready(SyncResponse { error: code, ..Default::default() }), Vec::new());
-        if let Err(code) = check_group_id(&req.group_id, false) {
+        if let Err(code) = check_group_id(&req.group_id, false).and_then(|()| self.serving(&req.group_id)) {
             return fail(code);
-        }
-        if self.stopped() {
-            return fail(COORDINATOR_NOT_AVAILABLE);
         }
         if req.assignments.iter().any(|(_, a)| a.len() > MAX_MEMBER_METADATA_BYTES) {
             return fail(INVALID_REQUEST);
@@ -278,11 +295,8 @@ impl Coordinator {
         generation_id: i32,
         now: i64,
     ) -> i16 {
-        if let Err(code) = check_group_id(group_id, false) {
+        if let Err(code) = check_group_id(group_id, false).and_then(|()| self.serving(group_id)) {
             return code;
-        }
-        if self.stopped() {
-            return COORDINATOR_NOT_AVAILABLE;
         }
         match self.groups.lock().get_mut(group_id) {
             None => UNKNOWN_MEMBER_ID,
@@ -307,11 +321,8 @@ impl Coordinator {
         members: &[(String, Option<String>)],
         now: i64,
     ) -> ((i16, Vec<i16>), Vec<GroupWrite>) {
-        if let Err(code) = check_group_id(group_id, false) {
+        if let Err(code) = check_group_id(group_id, false).and_then(|()| self.serving(group_id)) {
             return ((code, Vec::new()), Vec::new());
-        }
-        if self.stopped() {
-            return ((COORDINATOR_NOT_AVAILABLE, Vec::new()), Vec::new());
         }
         let mut groups = self.groups.lock();
         let Some(g) = groups.get_mut(group_id) else {
@@ -346,11 +357,8 @@ impl Coordinator {
         let now = now_ms();
         let all =
             |code: i16| req.offsets.iter().map(|o| (o.topic.clone(), o.partition, code)).collect::<Vec<_>>();
-        if let Err(code) = check_group_id(&req.group_id, true) {
+        if let Err(code) = check_group_id(&req.group_id, true).and_then(|()| self.serving(&req.group_id)) {
             return all(code);
-        }
-        if self.stopped() {
-            return all(COORDINATOR_NOT_AVAILABLE);
         }
         {
             let mut groups = self.groups.lock();
@@ -402,14 +410,19 @@ impl Coordinator {
         if !records.is_empty() {
             let me = self.clone();
             let group = req.group_id.clone();
-            if let Err(e) = blocking(move || me.write_records(&group, records, None)).await {
-                log("warn", "offset_commit_failed", &[("group", &req.group_id), ("error", &e)]);
-                let code = match e {
-                    Error::RecordTooLarge { .. } | Error::RecordBatchTooLarge(_) => {
-                        INVALID_COMMIT_OFFSET_SIZE
-                    }
-                    _ => COORDINATOR_NOT_AVAILABLE,
-                };
+            let written = match blocking(move || me.write_records(&group, records, None)).await {
+                Ok(w) => self.replicated(w).await,
+                Err(e) => {
+                    log("warn", "offset_commit_failed", &[("group", &req.group_id), ("error", &e)]);
+                    Err(match e {
+                        Error::RecordTooLarge { .. } | Error::RecordBatchTooLarge(_) => {
+                            INVALID_COMMIT_OFFSET_SIZE
+                        }
+                        e => write_error_code(&e),
+                    })
+                }
+            };
+            if let Err(code) = written {
                 for c in codes.iter_mut().filter(|c| c.2 == NONE) {
                     c.2 = code;
                 }
@@ -428,9 +441,7 @@ impl Coordinator {
         partitions: Option<Vec<(String, i32)>>,
     ) -> std::result::Result<Vec<(String, i32, Option<CommittedOffset>)>, i16> {
         check_group_id(group_id, true)?;
-        if self.stopped() {
-            return Err(COORDINATOR_NOT_AVAILABLE);
-        }
+        self.serving(group_id)?;
         let me = self.clone();
         let group = group_id.to_string();
         if let Err(e) = blocking(move || me.catch_up_group(&group)).await {
@@ -478,7 +489,7 @@ impl Coordinator {
     pub fn shutdown(&self) {
         self.stopped.store(true, Ordering::Release);
         for g in self.groups.lock().values_mut() {
-            rebalance::abandon(g);
+            rebalance::abandon(g, COORDINATOR_NOT_AVAILABLE);
         }
     }
 

@@ -577,13 +577,13 @@ pub fn expire(g: &mut Group, ctx: &mut Ctx<'_>) -> Vec<String> {
 }
 
 /// Answers every waiting member: the coordinator is going away.
-pub fn abandon(g: &mut Group) {
+pub fn abandon(g: &mut Group, code: i16) {
     for m in g.members.values_mut() {
         if let Some(tx) = m.awaiting_join.take() {
-            let _ = tx.send(JoinResponse::error(COORDINATOR_NOT_AVAILABLE, &m.member_id));
+            let _ = tx.send(JoinResponse::error(code, &m.member_id));
         }
         if let Some(tx) = m.awaiting_sync.take() {
-            let _ = tx.send(sync_error(COORDINATOR_NOT_AVAILABLE));
+            let _ = tx.send(sync_error(code));
         }
     }
 }

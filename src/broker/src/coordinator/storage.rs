@@ -11,14 +11,15 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use seglog_core::error::{Error, Result};
 use seglog_core::group::{
-    append_records, offsets_partition, offsets_topic, read_records, CoordinatorRecord, GroupMetadataKey,
-    GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIG,
+    offsets_partition, offsets_topic, read_records, CoordinatorRecord, GroupMetadataKey, GroupMetadataValue,
+    OffsetCommitKey, OffsetCommitValue, OFFSETS_TOPIC,
 };
 use seglog_core::log::PartitionLog;
 
 use super::group::{CommittedOffset, Group};
+use super::ownership::Replicated;
 use super::rebalance::GroupWrite;
-use super::Coordinator;
+use super::{Coordinator, NOT_COORDINATOR};
 use crate::logline::log;
 
 /// How far one partition of `__consumer_offsets` has been read, and the last
@@ -75,18 +76,26 @@ pub(super) fn load(store: &seglog_core::Store, now: i64) -> Result<Loaded> {
         Err(Error::UnknownTopic(_)) => return Ok(Loaded { groups, cursors }),
         Err(e) => return Err(e),
     };
-    let mut metadata: HashMap<String, Option<GroupMetadataValue>> = HashMap::new();
-    let mut skipped = 0;
     for (p, log) in topic.partitions.iter().enumerate() {
-        let (next, bad) = read_records(log, log.log_start_offset(), |_, record| match record {
-            CoordinatorRecord::Offset { key, value } => apply_offset(&mut groups, key, value, now),
-            CoordinatorRecord::Group { key, value } => {
-                metadata.insert(key.group, value);
-            }
-        })?;
-        skipped += bad;
-        cursors.insert(p as i32, Arc::new(Mutex::new(Cursor { next, written: HashMap::new() })));
+        let (loaded, cursor) = load_partition(log, now)?;
+        groups.extend(loaded);
+        cursors.insert(p as i32, Arc::new(Mutex::new(cursor)));
     }
+    Ok(Loaded { groups, cursors })
+}
+
+/// The groups one partition of `__consumer_offsets` holds (the latest
+/// metadata record of each and its committed offsets), and a cursor at its end.
+pub(super) fn load_partition(partition: &PartitionLog, now: i64) -> Result<(HashMap<String, Group>, Cursor)> {
+    let mut groups = HashMap::new();
+    let mut metadata: HashMap<String, Option<GroupMetadataValue>> = HashMap::new();
+    let start = partition.log_start_offset();
+    let (next, skipped) = read_records(partition, start, |_, record| match record {
+        CoordinatorRecord::Offset { key, value } => apply_offset(&mut groups, key, value, now),
+        CoordinatorRecord::Group { key, value } => {
+            metadata.insert(key.group, value);
+        }
+    })?;
     // A tombstone (deleted group) leaves only offsets committed since, if any.
     for (id, value) in metadata {
         if let Some(v) = value {
@@ -99,9 +108,13 @@ pub(super) fn load(store: &seglog_core::Store, now: i64) -> Result<Loaded> {
     // Offsets all deleted, and no record of the group: nothing left of it.
     groups.retain(|_, g| !g.offsets.is_empty() || g.protocol_type.is_some() || g.generation_id > 0);
     if skipped > 0 {
-        log("warn", "consumer_offsets_unreadable_records", &[("skipped", &skipped)]);
+        log(
+            "warn",
+            "consumer_offsets_unreadable_records",
+            &[("partition", &partition.partition()), ("skipped", &skipped)],
+        );
     }
-    Ok(Loaded { groups, cursors })
+    Ok((groups, Cursor { next, written: HashMap::new() }))
 }
 
 impl Coordinator {
@@ -128,18 +141,12 @@ impl Coordinator {
         Ok(())
     }
 
-    /// The partition of `__consumer_offsets` that holds `group`, if the topic exists.
+    /// The partition of `__consumer_offsets` that holds `group`, if the topic
+    /// exists; with `create`, a single broker's store gets it (a cluster
+    /// member's is created in ZooKeeper, by FindCoordinator).
     fn partition_of(&self, group: &str, create: bool) -> Result<Option<(i32, Arc<PartitionLog>)>> {
-        let topic = if create {
-            match (self.store.topic(OFFSETS_TOPIC), self.offsets_topic_maker.get()) {
-                (Err(Error::UnknownTopic(_)), Some(make)) => {
-                    let config =
-                        OFFSETS_TOPIC_CONFIG.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-                    make(self.cfg.offsets_partitions, &config)?;
-                    self.store.topic(OFFSETS_TOPIC)?
-                }
-                _ => offsets_topic(&self.store, self.cfg.offsets_partitions)?,
-            }
+        let topic = if create && self.serves_all {
+            offsets_topic(&self.store, self.cfg.offsets_partitions)?
         } else {
             match self.store.topic(OFFSETS_TOPIC) {
                 Ok(t) => t,
@@ -162,14 +169,20 @@ impl Coordinator {
     }
 
     /// Appends `offsets` (commits or tombstones) and, if given, a group
-    /// record, durably, then reads them back into the cache (blocking).
+    /// record, durably, then reads them back into the cache (blocking). A
+    /// cluster member's write is returned to be waited for (`replicated`).
     pub(super) fn write_records(
         &self,
         group: &str,
         offsets: Vec<CoordinatorRecord>,
         group_write: Option<GroupWrite>,
-    ) -> Result<()> {
-        let Some((p, log)) = self.partition_of(group, true)? else { return Ok(()) };
+    ) -> Result<Option<Replicated>> {
+        let Some((p, log)) = self.partition_of(group, true)? else {
+            return Err(Error::Kafka {
+                code: NOT_COORDINATOR,
+                message: format!("{OFFSETS_TOPIC} does not exist here"),
+            });
+        };
         let cursor = self.cursor(p);
         let mut cursor = cursor.lock();
         let mut records = offsets;
@@ -190,12 +203,11 @@ impl Coordinator {
                 seq = Some((w.group, w.seq));
             }
         }
-        if !records.is_empty() {
-            append_records(&log, &records)?;
-        }
+        let written = if records.is_empty() { None } else { self.append(&log, &records)? };
         if let Some((g, s)) = seq {
             cursor.written.insert(g, s);
         }
-        self.catch_up(&log, &mut cursor)
+        self.catch_up(&log, &mut cursor)?;
+        Ok(written)
     }
 }

@@ -1,5 +1,7 @@
-//! FindCoordinator: this broker coordinates every group (key type 0). There is
-//! no transaction coordinator (key type 1): COORDINATOR_NOT_AVAILABLE.
+//! FindCoordinator: a single broker coordinates every group (key type 0); in
+//! a cluster a group's coordinator is the leader of its partition of
+//! `__consumer_offsets`, which the first FindCoordinator creates. There is no
+//! transaction coordinator (key type 1): COORDINATOR_NOT_AVAILABLE.
 
 use std::sync::Arc;
 
@@ -18,32 +20,32 @@ pub async fn handle(shared: &Arc<Shared>, r: FindCoordinatorRequest, version: i1
         .with_node_id(BrokerId(-1))
         .with_host(StrBytes::from_static_str(""))
         .with_port(-1);
-    let (code, why) = match r.key_type {
-        0 => (0, None),
-        1 => (
+    let found = match r.key_type {
+        0 => match &shared.replication {
+            None => Ok((shared.config.node_id, shared.advertised.clone())),
+            Some(rep) => {
+                rep.group_coordinator(r.key.as_str()).await.map(|(id, host, port)| (id, (host, port)))
+            }
+        },
+        1 => Err((
             ResponseError::CoordinatorNotAvailable.code(),
-            Some("transactions are not supported by this broker"),
-        ),
-        _ => (ResponseError::InvalidRequest.code(), Some("key type must be 0 (group) or 1 (transaction)")),
+            "transactions are not supported by this broker".to_string(),
+        )),
+        _ => Err((
+            ResponseError::InvalidRequest.code(),
+            "key type must be 0 (group) or 1 (transaction)".into(),
+        )),
     };
-    // A cluster's groups all live on one member: the live broker with the
-    // lowest id (their offsets are that broker's, not replicated).
-    let coordinator = match &shared.replication {
-        None => Some((shared.config.node_id, shared.advertised.clone())),
-        Some(r) => {
-            r.coordinator().and_then(|id| r.view().brokers.get(&id).map(|b| (id, (b.host.clone(), b.port))))
+    match found {
+        Ok((id, (host, port))) => {
+            response =
+                response.with_node_id(BrokerId(id)).with_host(StrBytes::from_string(host)).with_port(port);
         }
-    };
-    let (code, why) = match (code, coordinator.is_some()) {
-        (0, false) => (ResponseError::CoordinatorNotAvailable.code(), Some("no broker is registered")),
-        other => (other.0, why),
-    };
-    if let (0, Some((id, (host, port)))) = (code, coordinator) {
-        response = response.with_node_id(BrokerId(id)).with_host(StrBytes::from_string(host)).with_port(port);
-    } else {
-        response.error_code = code;
-        if version >= 1 {
-            response.error_message = why.map(StrBytes::from_static_str);
+        Err((code, why)) => {
+            response.error_code = code;
+            if version >= 1 {
+                response.error_message = Some(StrBytes::from_string(why));
+            }
         }
     }
     shared.metrics.error("FindCoordinator", response.error_code);

@@ -440,6 +440,27 @@ impl Replication {
         self.changed.subscribe()
     }
 
+    /// Ticks on every change of this broker's roles or cluster view.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// The partitions of `topic` this broker leads, each with its leadership
+    /// (a new one each time it becomes leader).
+    pub fn led_partitions(&self, topic: &str) -> Vec<(i32, u64)> {
+        let mut out: Vec<(i32, u64)> = self
+            .all_partitions()
+            .into_iter()
+            .filter(|((t, _), _)| t == topic)
+            .filter_map(|((_, p), shared)| match &shared.read().role {
+                Role::Leader(l) => Some((p, l.leadership)),
+                _ => None,
+            })
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
     /// Whether this broker leads the partition, in the epoch the client
     /// names (-1: any). Kafka's codes otherwise.
     pub fn leader_check(&self, topic: &str, partition: i32, current_epoch: i32) -> Result<(), i16> {

@@ -62,75 +62,91 @@ impl Replication {
         Ok(())
     }
 
-    /// Registers `__consumer_offsets` in ZooKeeper as Kafka's coordinator
-    /// does (its config, then its assignment under a topic id), with every
-    /// partition on this broker, the coordinator, and one replica: its
-    /// offsets are this broker's, not replicated. Returns once this broker
-    /// leads the partitions and has made them under the cluster's topic id,
-    /// which a Kafka broker later started on this log directory checks. A
-    /// store that has the topic already (written before it joined a cluster)
-    /// registers it with its own id and partition count.
-    pub async fn register_offsets_topic(
-        &self,
-        partitions: i32,
-        config: &BTreeMap<String, String>,
-        timeout: Duration,
-    ) -> Result<(), (i16, String)> {
-        use seglog_core::group::OFFSETS_TOPIC as NAME;
+    /// The broker coordinating `group`, the leader of its partition of
+    /// `__consumer_offsets`, with its address; or Kafka's code and message
+    /// for why none is. A cluster without the topic has it created (as
+    /// Kafka's first FindCoordinator does) and is told to ask again.
+    pub async fn group_coordinator(&self, group: &str) -> Result<(i32, String, i32), (i16, String)> {
+        use kafka_protocol::ResponseError as E;
+        use seglog_core::group::{offsets_partition, OFFSETS_TOPIC};
+        let view = self.view();
+        let Some(topic) = view.topics.get(OFFSETS_TOPIC) else {
+            self.create_offsets_topic().await?;
+            return Err((E::CoordinatorNotAvailable.code(), format!("{OFFSETS_TOPIC} is being created")));
+        };
+        let p = offsets_partition(group, topic.assignment.len() as i32);
+        let leader = topic.states.get(p as usize).and_then(|s| s.as_ref()).map_or(-1, |s| s.state.leader);
+        match view.brokers.get(&leader) {
+            Some(b) => Ok((leader, b.host.clone(), b.port)),
+            None => Err((
+                E::CoordinatorNotAvailable.code(),
+                format!("partition {p} of {OFFSETS_TOPIC}, which holds group {group:?}, has no leader"),
+            )),
+        }
+    }
+
+    /// Creates `__consumer_offsets` in ZooKeeper as Kafka's coordinator does
+    /// (its config, then its assignment under a new topic id):
+    /// `offsets.topic.num.partitions` partitions placed as any topic's are, at
+    /// `offsets.topic.replication.factor`, refused while fewer brokers are
+    /// live. A store that holds the topic already (written before it joined a
+    /// cluster) registers it with its own id and partition count, on this
+    /// broker alone, where its committed offsets are.
+    async fn create_offsets_topic(&self) -> Result<(), (i16, String)> {
+        use kafka_protocol::ResponseError as E;
+        use seglog_core::group::{OFFSETS_TOPIC as NAME, OFFSETS_TOPIC_CONFIG};
         let client = self.connected()?;
+        let view = view::read(&client).await.map_err(refusal)?;
+        if view.topics.contains_key(NAME) {
+            return Ok(());
+        }
+        let (id, assignment) = match self.store.topic(NAME) {
+            Ok(t) => (t.id.clone(), vec![vec![self.node_id]; t.partitions.len()]),
+            Err(_) => {
+                let rf = self.config.offsets_topic_replication_factor;
+                let brokers: Vec<(i32, Option<String>)> =
+                    view.brokers.values().map(|b| (b.id, b.rack.clone())).collect();
+                if brokers.len() < rf as usize {
+                    return Err((
+                        E::CoordinatorNotAvailable.code(),
+                        format!(
+                            "{} live broker(s), fewer than the {rf} replicas of {NAME} \
+                             (offsets.topic.replication.factor); it is created once enough brokers are up",
+                            brokers.len()
+                        ),
+                    ));
+                }
+                let partitions = self.config.offsets_topic_num_partitions;
+                let assignment = placement::assign(&brokers, partitions, i32::from(rf), None)
+                    .map_err(|e| (E::CoordinatorNotAvailable.code(), e.to_string()))?;
+                (znodes::new_topic_id(), assignment)
+            }
+        };
         let persistent = CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
-        if client.check_stat(&znodes::topic_path(NAME)).await.map_err(refusal)?.is_none() {
-            let (id, partitions) = match self.store.topic(NAME) {
-                Ok(t) => (t.id.clone(), t.partitions.len() as i32),
-                Err(_) => (znodes::new_topic_id(), partitions),
-            };
-            let path = znodes::topic_config_path(NAME);
-            match client.create(&path, &znodes::topic_config_to_json(config), &persistent).await {
-                Ok(_) | Err(ZkError::NodeExists) => {}
-                Err(e) => return Err(refusal(e)),
-            }
-            let assignment = vec![vec![self.node_id]; partitions as usize];
-            let data = znodes::assignment_with_id_to_json(&assignment, &id);
-            match client.create(&znodes::topic_path(NAME), &data, &persistent).await {
-                Ok(_) => log("info", "topic_created", &[("topic", &NAME), ("partitions", &partitions)]),
-                Err(ZkError::NodeExists) => {}
-                Err(e) => return Err(refusal(e)),
-            }
+        let config: BTreeMap<String, String> =
+            OFFSETS_TOPIC_CONFIG.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        match client
+            .create(&znodes::topic_config_path(NAME), &znodes::topic_config_to_json(&config), &persistent)
+            .await
+        {
+            Ok(_) | Err(ZkError::NodeExists) => {}
+            Err(e) => return Err(refusal(e)),
         }
-        let deadline = Instant::now() + timeout;
-        let mut changed = self.changed.subscribe();
-        loop {
-            let view = self.view();
-            if let Some(t) = view.topics.get(NAME) {
-                // Registered by another member (a coordinator before this
-                // one): this broker keeps its own copy, under the same id.
-                if !t.assignment.iter().any(|r| r.contains(&self.node_id)) {
-                    let partitions = t.assignment.len() as i32;
-                    return match self.store.create_topic_with_id(
-                        NAME,
-                        partitions,
-                        config,
-                        t.topic_id.as_deref(),
-                    ) {
-                        Ok(_) | Err(seglog_core::Error::TopicExists(_)) => Ok(()),
-                        Err(e) => Err((
-                            kafka_protocol::ResponseError::CoordinatorNotAvailable.code(),
-                            e.to_string(),
-                        )),
-                    };
-                }
-                let led = t.states.len() == t.assignment.len()
-                    && t.states.iter().all(|s| s.as_ref().is_some_and(|s| s.state.leader >= 0));
-                if led && self.store.topic(NAME).is_ok() {
-                    return Ok(());
-                }
-            }
-            if Instant::now() >= deadline {
-                let code = kafka_protocol::ResponseError::CoordinatorNotAvailable.code();
-                return Err((code, format!("{NAME} was not ready within {timeout:?}")));
-            }
-            let _ = tokio::time::timeout(Duration::from_millis(50), changed.changed()).await;
+        let data = znodes::assignment_with_id_to_json(&assignment, &id);
+        match client.create(&znodes::topic_path(NAME), &data, &persistent).await {
+            Ok(_) => log(
+                "info",
+                "topic_created",
+                &[
+                    ("topic", &NAME),
+                    ("partitions", &assignment.len()),
+                    ("assignment", &format!("{assignment:?}")),
+                ],
+            ),
+            Err(ZkError::NodeExists) => {}
+            Err(e) => return Err(refusal(e)),
         }
+        Ok(())
     }
 
     /// Waits up to `timeout` until this broker's view no longer has `name`
