@@ -658,7 +658,7 @@ def test_group_offsets_survive_a_kill_of_each_coordinator(
         config={**FAST, "group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": n_offsets},
     )
     parts = topic_with_full_isr(cluster, zk)
-    acked, failed = produce_and_report(
+    _, failed = produce_and_report(
         producer(cluster.bootstrap_servers), TOPIC, [(i % 3, str(i).encode()) for i in range(90)]
     )
     assert not failed, failed

@@ -22,10 +22,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "Start a standalone ZooKeeper and BROKERS brokers on 127.0.0.1, broker N in rack rN "
             "with its store in DIR/bN and its log in DIR/bN.log, every one a 'seglog serve "
             "--zookeeper' child process. Topics (and __consumer_offsets) get replication factor "
-            "min(3, BROKERS) and min.insync.replicas 2 unless --config says otherwise. Prints the ZooKeeper connect "
-            "string and 'seglog: cluster listening on HOST:PORT,...', then runs until Ctrl-C or "
-            "SIGTERM. Needs Debian's zookeeper package (apt-get install zookeeper; 'make cluster' "
-            "installs it)."
+            "min(3, BROKERS) and min.insync.replicas 2 unless --config says otherwise. Prints the "
+            "ZooKeeper connect string and 'seglog: cluster listening on HOST:PORT,...', then runs "
+            "until Ctrl-C or SIGTERM. Needs Debian's zookeeper package (apt-get install zookeeper; "
+            "'make cluster' installs it)."
         ),
     )
     p.add_argument("--dir", required=True, metavar="DIR", help="where the stores, logs and ZooKeeper live")
