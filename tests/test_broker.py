@@ -547,6 +547,36 @@ def test_bytes_served_do_not_stay_in_the_brokers_resident_memory(tmp_path: Path,
     assert grown < 16 * 1024, f"{grown} KiB of the 64 MiB served stayed mapped"
 
 
+def test_a_consumer_tailing_the_log_leaves_no_pages_resident(tmp_path: Path) -> None:
+    """A consumer (or a follower) at the log end fetches one batch at a time, and each
+    fetch's lookup walks from the index entry of the batch before (Kafka's index names a
+    batch by its last offset): the pages a fetch released must not be mapped again for
+    good by the next one's walk. After 32 MiB produced in 64 KiB batches, each read as it
+    came, the broker keeps far less than that mapped."""
+    batches, per, value = 512, 64, b"t" * 1000
+    with serving(tmp_path / "store") as served:
+        p = producer(served.bootstrap, **{"linger.ms": 1000, "batch.size": 1 << 20, "acks": 1})
+        produce_all(p, "tail", [{"value": value, "partition": 0}])
+        before = served.rss_kib("RssFile")
+        c = consumer(served.bootstrap, **{"fetch.wait.max.ms": 5})
+        seen = 0
+        try:
+            c.assign([TopicPartition("tail", 0, OFFSET_BEGINNING)])
+            for _ in range(batches):
+                produce_all(p, "tail", [{"value": value, "partition": 0}] * per)  # one batch
+                deadline = time.monotonic() + 30
+                while seen < 1 + (_ + 1) * per:
+                    assert time.monotonic() < deadline, seen
+                    for m in c.consume(per, timeout=1):
+                        assert m.error() is None, m.error()
+                        seen += 1
+        finally:
+            c.close()
+        grown = served.rss_kib("RssFile") - before
+    assert seen == 1 + batches * per
+    assert grown < 8 * 1024, f"{grown} KiB of the 32 MiB served at the log end stayed mapped"
+
+
 def test_prometheus_metrics_over_http(store: seglog.Store) -> None:
     with seglog.Broker(store, metrics="127.0.0.1:0") as broker:
         assert broker.metrics_address is not None

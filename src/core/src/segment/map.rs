@@ -16,15 +16,25 @@
 use std::fs::File;
 
 use memmap2::{Mmap, MmapOptions, UncheckedAdvice};
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use parking_lot::{RwLock, RwLockWriteGuard};
 
 /// The map covers the file rounded up to this, so that an active segment is
 /// remapped once per this much growth.
 const MAP_STEP: u64 = 64 << 20;
 
+/// What a page fault in a file map brings in around the page touched (Linux's
+/// `fault_around_bytes`, 64 KiB): released ranges are widened to it.
+const FAULT_AROUND: u64 = 64 << 10;
+
 pub(super) struct LogMap {
     enabled: bool,
     map: RwLock<Option<Mmap>>,
+    /// The lowest position read through the map since the last `release`
+    /// (u64::MAX: none): where the next release starts, so that what a
+    /// lookup walked before the range it found goes too.
+    touched_from: AtomicU64,
 }
 
 /// Held while the file is made shorter: no mapped read runs meanwhile.
@@ -35,7 +45,7 @@ pub(super) struct Shortening<'a> {
 
 impl LogMap {
     pub(super) fn new(enabled: bool) -> Self {
-        LogMap { enabled, map: RwLock::new(None) }
+        LogMap { enabled, map: RwLock::new(None), touched_from: AtomicU64::new(u64::MAX) }
     }
 
     /// `f` on the bytes `[position, position + len)` of `file`, if the map can
@@ -57,6 +67,7 @@ impl LogMap {
                 return Err(f);
             }
             if let Some(m) = guard.as_ref().filter(|m| m.len() as u64 >= end) {
+                self.touched_from.fetch_min(position, Ordering::Relaxed);
                 return Ok(f(&m[position as usize..end as usize]));
             }
         }
@@ -79,21 +90,31 @@ impl LogMap {
         }
         let guard = RwLockWriteGuard::downgrade(guard);
         match guard.as_ref() {
-            Some(m) => Ok(f(&m[position as usize..end as usize])),
+            Some(m) => {
+                self.touched_from.fetch_min(position, Ordering::Relaxed);
+                Ok(f(&m[position as usize..end as usize]))
+            }
             None => Err(f),
         }
     }
 
     /// Unmaps from this process the pages holding `[position, position + len)`
+    /// and whatever was read through the map below it since the last release
     /// (`MADV_DONTNEED`): the page cache keeps them and a later read through
     /// the map faults them in again. For bytes read through the map only to
-    /// find their batches on their way to a socket, which would otherwise stay
-    /// in the process's resident set for as long as the map lives.
+    /// find their batches on their way to a socket (and the walk from an
+    /// index entry to them), which would otherwise stay in the process's
+    /// resident set for as long as the map lives.
+    ///
+    /// The range is widened to whole `FAULT_AROUND` blocks: a fault in a file
+    /// map brings in the block around the page touched.
     pub(super) fn release(&self, position: u64, len: u64) {
         let guard = self.map.read();
         let Some(m) = guard.as_ref() else { return };
-        let Ok(from) = usize::try_from(position) else { return };
-        let to = usize::try_from(position.saturating_add(len)).unwrap_or(usize::MAX).min(m.len());
+        let start = self.touched_from.swap(u64::MAX, Ordering::Relaxed).min(position);
+        let Ok(from) = usize::try_from(start / FAULT_AROUND * FAULT_AROUND) else { return };
+        let end = position.saturating_add(len).div_ceil(FAULT_AROUND).saturating_mul(FAULT_AROUND);
+        let to = usize::try_from(end).unwrap_or(usize::MAX).min(m.len());
         if to > from {
             // SAFETY: the map is a read-only shared map of a file, whose pages
             // MADV_DONTNEED only unmaps: a read after it (including one holding

@@ -64,3 +64,17 @@ fn released_pages_read_the_same_again() {
     map.release(0, n);
     assert_eq!(map.with(&f, || n, 4000, 300, <[u8]>::to_vec).ok(), Some(bytes[4000..4300].to_vec()));
 }
+
+#[test]
+fn a_release_starts_at_the_lowest_read_since_the_last() {
+    let bytes = vec![7u8; 4 * FAULT_AROUND as usize];
+    let (_d, f) = file_with(&bytes);
+    let map = LogMap::new(true);
+    let n = bytes.len() as u64;
+    assert_eq!(map.with(&f, || n, 10, 1, |b| b[0]).ok(), Some(7));
+    assert_eq!(map.with(&f, || n, 3 * FAULT_AROUND, 1, |b| b[0]).ok(), Some(7));
+    assert_eq!(map.touched_from.load(Ordering::Relaxed), 10);
+    map.release(3 * FAULT_AROUND, 1);
+    assert_eq!(map.touched_from.load(Ordering::Relaxed), u64::MAX);
+    assert_eq!(map.with(&f, || n, 0, bytes.len(), |b| b.iter().all(|&x| x == 7)).ok(), Some(true));
+}
