@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError
@@ -772,6 +773,45 @@ def test_topic_admin_goes_through_zookeeper(
     wait_for("the topic gone from ZooKeeper", lambda: not zk.exists(f"/brokers/topics/{TOPIC}"), 30)
     wait_for("every replica deleted", lambda: all(_overrides(cluster, n) is None for n in BROKERS), 30, 0.5)
     assert not zk.exists(f"/config/topics/{TOPIC}")
+
+
+def test_manual_replica_assignments(local_cluster: MakeCluster, zk_of: Callable[[LocalCluster], Zk]) -> None:
+    """CreateTopics and CreatePartitions take each partition's replicas as given (the
+    first is the preferred leader, and leads), and refuse what Kafka refuses with
+    INVALID_REPLICA_ASSIGNMENT: an unknown broker, a broker twice, partitions of
+    different sizes, new partitions of another replication factor than the topic's."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+    cluster, zk = up(local_cluster, zk_of, config=FAST)
+    a = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    given = [[2, 3], [3, 1], [1, 2]]
+    a.create_topics([NewTopic(TOPIC, len(given), -1, replica_assignment=given)])[TOPIC].result(30)
+    assert zk.assignment(TOPIC) == dict(enumerate(given))
+    wait_for(
+        "every partition led by its first replica",
+        lambda: all(
+            zk.exists(f"/brokers/topics/{TOPIC}/partitions/{p}/state") and zk.leader(TOPIC, p) == r[0]
+            for p, r in enumerate(given)
+        ),
+        30,
+    )
+    a.create_partitions([NewPartitions(TOPIC, 5, replica_assignment=[[3, 2], [1, 3]])])[TOPIC].result(30)
+    assert zk.assignment(TOPIC) == dict(enumerate([*given, [3, 2], [1, 3]]))
+    zk.wait_until_isr(TOPIC, range(5), [], timeout=30)
+
+    def refused(future: Any) -> KafkaError:
+        with pytest.raises(KafkaException) as e:
+            future.result(30)
+        return e.value.args[0]
+
+    for bad in ([[1, 9]], [[1, 1]], [[1, 2], [3]]):
+        err = refused(a.create_topics([NewTopic("bad", len(bad), -1, replica_assignment=bad)])["bad"])
+        assert err.code() == KafkaError.INVALID_REPLICA_ASSIGNMENT, (bad, err)
+    err = refused(a.create_partitions([NewPartitions(TOPIC, 6, replica_assignment=[[1]])])[TOPIC])
+    assert err.code() == KafkaError.INVALID_REPLICA_ASSIGNMENT, err
+    assert not zk.exists("/brokers/topics/bad")
+    assert len(zk.assignment(TOPIC)) == 5
 
 
 def _overrides(cluster: LocalCluster, n: int) -> dict[str, str] | None:

@@ -78,12 +78,7 @@ pub async fn handle(shared: &Arc<Shared>, r: CreatePartitionsRequest, _version: 
         let mut results = Vec::with_capacity(r.topics.len());
         for t in &r.topics {
             let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
-            let outcome = if t.assignments.is_some() {
-                Err((
-                    ResponseError::InvalidReplicaAssignment.code(),
-                    "manual replica assignments are not taken by a cluster member".to_string(),
-                ))
-            } else if t.count > MAX_PARTITIONS {
+            let outcome = if t.count > MAX_PARTITIONS {
                 Err((
                     ResponseError::InvalidPartitions.code(),
                     format!(
@@ -93,7 +88,11 @@ pub async fn handle(shared: &Arc<Shared>, r: CreatePartitionsRequest, _version: 
                 ))
             } else {
                 let timeout = Duration::from_millis(r.timeout_ms.max(0) as u64);
-                repl.add_partitions(t.name.0.as_str(), t.count, r.validate_only, timeout).await
+                let manual = t
+                    .assignments
+                    .as_ref()
+                    .map(|a| a.iter().map(|p| p.broker_ids.iter().map(|b| b.0).collect()).collect());
+                repl.add_partitions(t.name.0.as_str(), t.count, manual, r.validate_only, timeout).await
             };
             results.push(match outcome {
                 Ok(()) => result,

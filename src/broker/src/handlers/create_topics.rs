@@ -18,7 +18,7 @@ use seglog_core::log::is_internal_topic;
 use seglog_core::store::{validate_topic_name, Store, MAX_PARTITIONS};
 
 use super::{blocking, each_topic, error_code, Reply};
-use crate::replication::Replication;
+use crate::replication::{Placing, Replication};
 use crate::server::Shared;
 use std::time::Duration;
 
@@ -30,45 +30,52 @@ const CLUSTER_METADATA: &str = "__cluster_metadata";
 
 type Refusal = (i16, String);
 
+/// A topic's manual assignment, if it gives one: each partition's replicas in
+/// partition order, once the request's own rules hold (Kafka's: replication
+/// factor and partition count -1, partitions numbered 0.. without gaps).
+fn manual_assignment(t: &CreatableTopic) -> Result<Option<Vec<Vec<i32>>>, Refusal> {
+    if t.assignments.is_empty() {
+        return Ok(None);
+    }
+    let invalid_request = |m: &str| (ResponseError::InvalidRequest.code(), m.to_string());
+    if t.replication_factor != -1 {
+        return Err(invalid_request(
+            "A manual partition assignment was specified, but replication factor was not set to -1.",
+        ));
+    }
+    if t.num_partitions != -1 {
+        return Err(invalid_request(
+            "A manual partition assignment was specified, but numPartitions was not set to -1.",
+        ));
+    }
+    let bad = |m: String| (ResponseError::InvalidReplicaAssignment.code(), m);
+    let mut placed: Vec<Option<Vec<i32>>> = vec![None; t.assignments.len()];
+    for a in &t.assignments {
+        match usize::try_from(a.partition_index).ok().and_then(|i| placed.get_mut(i)) {
+            Some(slot @ None) => *slot = Some(a.broker_ids.iter().map(|b| b.0).collect()),
+            Some(Some(_)) => {
+                return Err(bad(format!(
+                    "Found multiple manual partition assignments for partition {}",
+                    a.partition_index
+                )))
+            }
+            None => return Err(bad("partitions should be a consecutive 0-based integer sequence".into())),
+        }
+    }
+    Ok(Some(placed.into_iter().flatten().collect()))
+}
+
 /// The partition count a topic asks for, from its count or its assignments.
 fn partition_count(t: &CreatableTopic, node: i32, default: i32) -> Result<i32, Refusal> {
-    let invalid_request = |m: &str| (ResponseError::InvalidRequest.code(), m.to_string());
-    if !t.assignments.is_empty() {
-        // A manual assignment: every partition on this broker, numbered from 0.
-        if t.replication_factor != -1 {
-            return Err(invalid_request(
-                "A manual partition assignment was specified, but replication factor was not set to -1.",
+    if let Some(assignment) = manual_assignment(t)? {
+        // A single broker's: every partition on this broker.
+        if let Some((p, replicas)) = assignment.iter().enumerate().find(|(_, r)| **r != [node]) {
+            return Err((
+                ResponseError::InvalidReplicaAssignment.code(),
+                format!("partition {p}: replicas {replicas:?} must be exactly this broker, [{node}] (a single-broker cluster)"),
             ));
         }
-        if t.num_partitions != -1 {
-            return Err(invalid_request(
-                "A manual partition assignment was specified, but numPartitions was not set to -1.",
-            ));
-        }
-        let bad = |m: String| (ResponseError::InvalidReplicaAssignment.code(), m);
-        let mut seen = vec![false; t.assignments.len()];
-        for a in &t.assignments {
-            if a.broker_ids.iter().map(|b| b.0).ne([node]) {
-                return Err(bad(format!(
-                    "partition {}: replicas {:?} must be exactly this broker, [{node}] (a single-broker cluster)",
-                    a.partition_index,
-                    a.broker_ids.iter().map(|b| b.0).collect::<Vec<_>>()
-                )));
-            }
-            match usize::try_from(a.partition_index).ok().and_then(|i| seen.get_mut(i)) {
-                Some(s) if !*s => *s = true,
-                Some(_) => {
-                    return Err(bad(format!(
-                        "Found multiple manual partition assignments for partition {}",
-                        a.partition_index
-                    )))
-                }
-                None => {
-                    return Err(bad("partitions should be a consecutive 0-based integer sequence".into()))
-                }
-            }
-        }
-        return Ok(t.assignments.len() as i32);
+        return Ok(assignment.len() as i32);
     }
     let rf = t.replication_factor;
     if rf < -1 || rf == 0 {
@@ -140,13 +147,10 @@ async fn create_replicated(
 ) -> Result<(), Refusal> {
     let name = t.name.0.as_str();
     check_name(name)?;
-    if !t.assignments.is_empty() {
-        return Err((
-            ResponseError::InvalidReplicaAssignment.code(),
-            "manual replica assignments are not taken by a cluster member: give a partition count and a \
-             replication factor"
-                .into(),
-        ));
+    if let Some(assignment) = manual_assignment(t)? {
+        let overrides = overrides_of(&shared.store, t)?;
+        let placing = Placing::Manual(assignment);
+        return repl.create_topic(name, placing, &overrides, validate_only, timeout).await;
     }
     let rf = match t.replication_factor {
         -1 => shared.config.default_replication_factor,
@@ -165,7 +169,8 @@ async fn create_replicated(
         shared.store.config().num_partitions,
     )?;
     let overrides = overrides_of(&shared.store, t)?;
-    repl.create_topic(name, count, rf, &overrides, validate_only, timeout).await
+    let placing = Placing::Auto { partitions: count, replication_factor: rf };
+    repl.create_topic(name, placing, &overrides, validate_only, timeout).await
 }
 
 /// Creates (or, with `validate_only`, only checks) one topic.

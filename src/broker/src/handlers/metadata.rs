@@ -19,7 +19,7 @@ use seglog_core::store::{validate_topic_name, Store};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::replication::{ClusterView, Replication};
+use crate::replication::{ClusterView, Placing, Replication};
 use kafka_protocol::ResponseError;
 
 use super::{blocking, error_code, Reply};
@@ -113,7 +113,15 @@ async fn handle_replicated(
             }
             let partitions = shared.store.config().num_partitions;
             let rf = shared.config.default_replication_factor;
-            let made = repl.create_topic(name, partitions, rf, &BTreeMap::new(), false, Duration::ZERO).await;
+            let made = repl
+                .create_topic(
+                    name,
+                    Placing::Auto { partitions, replication_factor: rf },
+                    &BTreeMap::new(),
+                    false,
+                    Duration::ZERO,
+                )
+                .await;
             if made.is_ok() {
                 created.push(name.clone());
             }

@@ -39,6 +39,7 @@ use self::controller::{ControllerState, Fenced};
 pub use self::elections::Elected;
 pub use self::partition::Partition;
 use self::partition::{PartitionKey, SharedPartition};
+pub use self::topics::Placing;
 pub use self::view::ClusterView;
 use crate::config::BrokerConfig;
 use crate::logline::log;

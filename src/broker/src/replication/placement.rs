@@ -28,6 +28,41 @@ impl std::fmt::Display for PlacementError {
     }
 }
 
+/// Why a manual replica assignment is refused (Kafka's INVALID_REPLICA_ASSIGNMENT),
+/// if it is: every partition needs replicas, none twice, all partitions as many
+/// (`replication_factor`, if the topic has one already), on registered brokers.
+pub fn check_manual(
+    assignment: &[Vec<i32>],
+    registered: &BTreeSet<i32>,
+    replication_factor: Option<usize>,
+) -> Result<(), String> {
+    let want = replication_factor.or_else(|| assignment.first().map(Vec::len));
+    for (p, replicas) in assignment.iter().enumerate() {
+        if replicas.is_empty() {
+            return Err(format!("partition {p} has no replicas"));
+        }
+        let distinct: BTreeSet<i32> = replicas.iter().copied().collect();
+        if distinct.len() != replicas.len() {
+            return Err(format!(
+                "Duplicate brokers not allowed in replica assignment: {replicas:?} for partition id {p}."
+            ));
+        }
+        if Some(replicas.len()) != want {
+            return Err(format!(
+                "partition {p} has {} replicas where the others have {}: all partitions need the same number",
+                replicas.len(),
+                want.unwrap_or(0)
+            ));
+        }
+    }
+    let unknown: BTreeSet<i32> =
+        assignment.iter().flatten().copied().filter(|b| !registered.contains(b)).collect();
+    if !unknown.is_empty() {
+        return Err(format!("Unknown broker(s) in replica assignment: {unknown:?}."));
+    }
+    Ok(())
+}
+
 /// The replicas of each of `partitions` partitions, preferred leader first.
 /// `brokers` are (id, rack); `start` fixes the start index and the shift
 /// (Kafka picks them at random when not given).

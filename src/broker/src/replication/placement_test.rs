@@ -83,3 +83,16 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn manual_assignments_are_checked_as_kafka_checks_them() {
+    let registered: BTreeSet<i32> = [1, 2, 3].into();
+    assert_eq!(check_manual(&[vec![1, 2], vec![2, 3], vec![3, 1]], &registered, None), Ok(()));
+    assert_eq!(check_manual(&[vec![1, 2]], &registered, Some(2)), Ok(()));
+    let refused = |a: &[Vec<i32>], rf| check_manual(a, &registered, rf).unwrap_err();
+    assert!(refused(&[vec![]], None).contains("no replicas"));
+    assert!(refused(&[vec![1, 1]], None).starts_with("Duplicate brokers"));
+    assert!(refused(&[vec![1, 2], vec![3]], None).contains("same number"));
+    assert!(refused(&[vec![1]], Some(2)).contains("same number"));
+    assert_eq!(refused(&[vec![1, 4], vec![5, 2]], None), "Unknown broker(s) in replica assignment: {4, 5}.");
+}

@@ -4,6 +4,14 @@
 
 use super::*;
 
+/// Where a new topic's partitions go.
+pub enum Placing {
+    /// Placed over the live brokers as Kafka places them (rack-aware).
+    Auto { partitions: i32, replication_factor: i32 },
+    /// Each partition's replicas as given, preferred leader first.
+    Manual(Vec<Vec<i32>>),
+}
+
 impl Replication {
     /// Creates a topic's znodes (config first, then the assignment, as Kafka
     /// does); the controller then gives its partitions leaders. Waits up to
@@ -11,8 +19,7 @@ impl Replication {
     pub async fn create_topic(
         &self,
         name: &str,
-        partitions: i32,
-        replication_factor: i32,
+        placing: Placing,
         config: &BTreeMap<String, String>,
         validate_only: bool,
         timeout: Duration,
@@ -26,8 +33,19 @@ impl Replication {
         }
         let brokers: Vec<(i32, Option<String>)> =
             view.brokers.values().map(|b| (b.id, b.rack.clone())).collect();
-        let assignment = placement::assign(&brokers, partitions, replication_factor, None)
-            .map_err(|e| (E::InvalidReplicationFactor.code(), e.to_string()))?;
+        let assignment = match placing {
+            Placing::Auto { partitions, replication_factor } => {
+                placement::assign(&brokers, partitions, replication_factor, None)
+                    .map_err(|e| (E::InvalidReplicationFactor.code(), e.to_string()))?
+            }
+            Placing::Manual(assignment) => {
+                let registered = view.brokers.keys().copied().collect();
+                placement::check_manual(&assignment, &registered, None)
+                    .map_err(|m| (E::InvalidReplicaAssignment.code(), m))?;
+                assignment
+            }
+        };
+        let partitions = assignment.len() as i32;
         if validate_only {
             return Ok(());
         }
@@ -257,6 +275,7 @@ impl Replication {
         &self,
         name: &str,
         count: i32,
+        manual: Option<Vec<Vec<i32>>>,
         validate_only: bool,
         timeout: Duration,
     ) -> Result<(), (i16, String)> {
@@ -284,11 +303,31 @@ impl Replication {
             ));
         }
         let rf = assignment.first().map_or(1, |r| r.len() as i32);
-        let brokers: Vec<(i32, Option<String>)> =
-            view.brokers.values().map(|b| (b.id, b.rack.clone())).collect();
-        let placed = placement::assign(&brokers, count, rf, None)
-            .map_err(|e| (E::InvalidReplicationFactor.code(), e.to_string()))?;
-        assignment.extend(placed.into_iter().skip(current as usize));
+        match manual {
+            None => {
+                let brokers: Vec<(i32, Option<String>)> =
+                    view.brokers.values().map(|b| (b.id, b.rack.clone())).collect();
+                let placed = placement::assign(&brokers, count, rf, None)
+                    .map_err(|e| (E::InvalidReplicationFactor.code(), e.to_string()))?;
+                assignment.extend(placed.into_iter().skip(current as usize));
+            }
+            Some(added) => {
+                if added.len() as i32 != count - current {
+                    return Err((
+                        E::InvalidReplicaAssignment.code(),
+                        format!(
+                            "Increasing the number of partitions by {} but {} assignments provided.",
+                            count - current,
+                            added.len()
+                        ),
+                    ));
+                }
+                let registered = view.brokers.keys().copied().collect();
+                placement::check_manual(&added, &registered, Some(rf as usize))
+                    .map_err(|m| (E::InvalidReplicaAssignment.code(), m))?;
+                assignment.extend(added);
+            }
+        }
         if validate_only {
             return Ok(());
         }
