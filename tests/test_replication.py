@@ -23,7 +23,9 @@ from confluent_kafka import KafkaError
 from broker_helpers import (
     connect,
     env,
+    fetch_request_v4,
     frame,
+    parse_fetch_v4,
     parse_produce_v3,
     produce_all,
     produce_request_v3,
@@ -528,6 +530,50 @@ def test_paused_leader_is_fenced_and_truncates(
     assert b"zombie" not in consumed[0].values()
     logs = identical_after_stop(cluster, parts)
     assert b"zombie" not in {r[2] for r in logs[0]}, "the old leader kept a write it had alone"
+
+
+def test_a_fetch_between_the_high_watermark_and_the_log_end_is_not_out_of_range(
+    local_cluster: MakeCluster, zk_of: Callable[[LocalCluster], Zk]
+) -> None:
+    """Kafka answers OFFSET_OUT_OF_RANGE only outside [log start, log end]. With both
+    followers paused (still in the ISR), acks=1 writes take the leader's log end past its
+    high watermark; a consumer's fetch between the two (where a consumer that read from
+    an old leader stands while a new leader's high watermark catches up) gets no records
+    and no error, so the consumer is not reset; past the log end it is out of range."""
+    slow = {"zookeeper.session.timeout.ms": 30000, "replica.lag.time.max.ms": 30000}
+    cluster, zk = up(local_cluster, zk_of, config=slow)
+    topic_with_full_isr(cluster, zk, partitions=1)
+    _, failed = produce_and_report(
+        producer(cluster.bootstrap_servers), TOPIC, [(0, b"%d" % i) for i in range(10)]
+    )
+    assert not failed, failed
+    leader = zk.leader(TOPIC, 0)
+    followers = [n for n in BROKERS if n != leader]
+    s = connect(host_port(cluster.address(leader))[1], timeout=10)
+
+    def fetch(offset: int) -> tuple[int, int, bytes]:
+        s.sendall(frame(1, 4, offset, fetch_request_v4(TOPIC, 0, offset)))
+        corr, body = recv_response(s)
+        assert corr == offset
+        [(_, _, err, hw, records)] = parse_fetch_v4(body)
+        return err, hw, records
+
+    wait_for("the high watermark at 10", lambda: fetch(0)[1] == 10, 30)
+    for f in followers:
+        cluster.pause(f)
+    try:
+        _, failed = produce_and_report(
+            producer(str(cluster.address(leader)), acks=1), TOPIC, [(0, b"x%d" % i) for i in range(5)]
+        )
+        assert not failed, failed
+        assert fetch(12) == (0, 10, b""), "between the high watermark and the log end: nothing yet"
+        assert fetch(15)[:2] == (0, 10), "at the log end"
+        assert fetch(16)[0] == 1, "past the log end: OFFSET_OUT_OF_RANGE"
+        assert set(zk.isr(TOPIC, 0)) == set(BROKERS), "the followers were still in the ISR throughout"
+    finally:
+        for f in followers:
+            cluster.resume(f)
+        s.close()
 
 
 # ---------------------------------------------------------------- g. a ZooKeeper node dies

@@ -198,7 +198,10 @@ impl ReplicaManager {
                     data.high_watermark = hw;
                     data.log_start_offset = log.log_start_offset();
                     let room = (max_bytes - total).min(w.max_bytes);
-                    if w.offset < data.log_start_offset || w.offset > limit {
+                    // Out of range only outside the log, as in Kafka: a consumer
+                    // between the high watermark and the log end (at a new leader
+                    // whose high watermark has not caught up) gets nothing yet.
+                    if w.offset < data.log_start_offset || w.offset > log.log_end_offset() {
                         data.error_code = kafka_codes::OFFSET_OUT_OF_RANGE;
                     } else if w.offset < limit && (room > 0 || total == 0) {
                         match log.read_upto(w.offset, room.max(1) as u64, limit) {
