@@ -531,3 +531,34 @@ def assert_replicas_identical(
             )
         out[p] = records
     return out
+
+
+def group_resumes_at(
+    bootstrap: str, group: str, topic: str, committed: dict[int, int], timeout: float = 60
+) -> None:
+    """A new member of ``group`` is told ``committed`` as the group's offsets of ``topic``'s
+    partitions and, subscribed, reads each partition first at its committed offset."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        told = c.committed([TopicPartition(topic, p) for p in committed], timeout=timeout)
+        assert {tp.partition: tp.offset for tp in told} == committed
+        c.subscribe([topic])
+        first: dict[int, int] = {}
+
+        def every_partition_read() -> bool:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                first.setdefault(m.partition(), m.offset())
+            return len(first) == len(committed)
+
+        wait_for(f"group {group} reading every partition of {topic}", every_partition_read, timeout, 0)
+        assert first == committed
+    finally:
+        c.close()

@@ -27,7 +27,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from cluster_helpers import Zk, wait_for
+from cluster_helpers import Zk, group_resumes_at, wait_for
 from java_helpers import VERSIONS, read_log_dir, tool
 from kafka_reference import REFERENCE_VERSION, KafkaBroker
 from seglog.testing import ZooKeeper
@@ -229,25 +229,6 @@ def wait_until_led(bootstrap: str) -> None:
     wait_for("every partition led", led, timeout=60)
 
 
-def group_resumes(bootstrap: str, committed: dict[int, int]) -> None:
-    """Group ``g`` starts each partition of ``plain`` at its committed offset."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "g", "enable.auto.commit": False})
-    try:
-        parts = c.committed([TopicPartition("plain", p) for p in committed], timeout=10)
-        assert {tp.partition: tp.offset for tp in parts} == committed
-        c.subscribe(["plain"])
-        first: dict[int, int] = {}
-        deadline = time.monotonic() + 60
-        while len(first) < len(committed):
-            assert time.monotonic() < deadline, first
-            m = c.poll(0.5)
-            if m is not None and m.error() is None:
-                first.setdefault(m.partition(), m.offset())
-        assert first == committed
-    finally:
-        c.close()
-
-
 def wait_for_cleaner_and_retention(bootstrap: str, log_dir: Path) -> None:
     """Until the broker has deleted ``expired``'s old segments and cleaned ``compacted``."""
     wait_for("retention", lambda: offsets(bootstrap, "expired", 0)[0] > 0, timeout=60)
@@ -391,7 +372,7 @@ def test_seglog_serves_a_log_directory_kafka_wrote(kafka_dir: KafkaBroker, stop:
         assert served_by_kafka[("expired", 0)][0][0] > 0
         assert len(served_by_kafka[("compacted", 0)]) < 402
         assert offsets(bootstrap, "expired", 0)[0] == served_by_kafka[("expired", 0)][0][0]
-        group_resumes(bootstrap, committed)
+        group_resumes_at(bootstrap, "g", "plain", committed)
         # Kafka's producer state, from its snapshots: the same producer's next
         # batches are taken in sequence, and nothing it sent before is duplicated.
         producer.send(500, 200)
@@ -440,7 +421,7 @@ def test_kafka_serves_a_log_directory_seglog_wrote(kafka_dir: KafkaBroker, stop:
     kafka.start()
     wait_until_led(bootstrap)
     assert read_all(bootstrap) == served_by_seglog
-    group_resumes(bootstrap, committed)
+    group_resumes_at(bootstrap, "g", "plain", committed)
     producer.send(500, 200)
     plain = read_all(bootstrap)
     check_values_once(plain[("plain", 0)] + plain[("plain", 1)], 700)

@@ -41,6 +41,7 @@ from cluster_helpers import (
     check_acknowledged,
     consume_all,
     create_topic,
+    group_resumes_at,
     metadata,
     next_offsets,
     produce_and_report,
@@ -741,32 +742,20 @@ def test_group_offsets_survive_a_kill_of_each_coordinator(
         c = member(group)
         try:
             c.subscribe([TOPIC])
-            got = 0
-            deadline = time.monotonic() + 60
-            while got < 30:
-                assert time.monotonic() < deadline, got
+            read = [0]
+
+            def thirty_read(c: Consumer = c, read: list[int] = read) -> bool:
                 m = c.poll(0.5)
-                got += m is not None and m.error() is None
+                read[0] += m is not None and m.error() is None
+                return read[0] >= 30
+
+            wait_for("the group's member reading 30 records", thirty_read, 60, 0)
             want = {p: 5 + 7 * p + round_ for p in parts}
             c.commit(offsets=[TopicPartition(TOPIC, p, o) for p, o in want.items()], asynchronous=False)
         finally:
             c.close()
         cluster.kill(broker)
-        resumed = member(group)
-        try:
-            committed = resumed.committed([TopicPartition(TOPIC, p) for p in parts], timeout=60)
-            assert {tp.partition: tp.offset for tp in committed} == want
-            resumed.subscribe([TOPIC])
-            first_seen: dict[int, int] = {}
-            deadline = time.monotonic() + 60
-            while len(first_seen) < len(parts):
-                assert time.monotonic() < deadline, first_seen
-                m = resumed.poll(0.5)
-                if m is not None and m.error() is None:
-                    first_seen.setdefault(m.partition(), m.offset())
-            assert first_seen == want
-        finally:
-            resumed.close()
+        group_resumes_at(cluster.bootstrap_servers, group, TOPIC, want)
         assert zk.leader("__consumer_offsets", offsets_partition(group, n_offsets)) != broker
         cluster.start(broker)
         zk.wait_until_isr("__consumer_offsets", range(n_offsets), BROKERS, timeout=60)

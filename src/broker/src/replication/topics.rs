@@ -31,11 +31,9 @@ impl Replication {
         if view.topics.contains_key(name) {
             return Err((E::TopicAlreadyExists.code(), format!("Topic '{name}' already exists.")));
         }
-        let brokers: Vec<(i32, Option<String>)> =
-            view.brokers.values().map(|b| (b.id, b.rack.clone())).collect();
         let assignment = match placing {
             Placing::Auto { partitions, replication_factor } => {
-                placement::assign(&brokers, partitions, replication_factor, None)
+                placement::assign(&view.racks(), partitions, replication_factor, None)
                     .map_err(|e| (E::InvalidReplicationFactor.code(), e.to_string()))?
             }
             Placing::Manual(assignment) => {
@@ -49,33 +47,14 @@ impl Replication {
         if validate_only {
             return Ok(());
         }
-        let persistent = CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+        let exists = || (E::TopicAlreadyExists.code(), format!("Topic '{name}' already exists."));
         if client.check_stat(&znodes::topic_path(name)).await.map_err(refusal)?.is_some() {
-            return Err((E::TopicAlreadyExists.code(), format!("Topic '{name}' already exists.")));
+            return Err(exists());
         }
-        let path = znodes::topic_config_path(name);
-        match client.create(&path, &znodes::topic_config_to_json(config), &persistent).await {
-            Ok(_) => {}
-            Err(ZkError::NodeExists) => {
-                client.set_data(&path, &znodes::topic_config_to_json(config), None).await.map_err(refusal)?;
-            }
-            Err(e) => return Err(refusal(e)),
+        let data = znodes::assignment_to_json(&assignment);
+        if !write_topic(&client, name, config, &assignment, &data).await? {
+            return Err(exists());
         }
-        match client
-            .create(&znodes::topic_path(name), &znodes::assignment_to_json(&assignment), &persistent)
-            .await
-        {
-            Ok(_) => {}
-            Err(ZkError::NodeExists) => {
-                return Err((E::TopicAlreadyExists.code(), format!("Topic '{name}' already exists.")))
-            }
-            Err(e) => return Err(refusal(e)),
-        }
-        log(
-            "info",
-            "topic_created",
-            &[("topic", &name), ("partitions", &partitions), ("assignment", &format!("{assignment:?}"))],
-        );
         self.wait_until_led(name, partitions, timeout).await;
         Ok(())
     }
@@ -122,8 +101,7 @@ impl Replication {
             Ok(t) => (t.id.clone(), vec![vec![self.node_id]; t.partitions.len()]),
             Err(_) => {
                 let rf = self.config.offsets_topic_replication_factor;
-                let brokers: Vec<(i32, Option<String>)> =
-                    view.brokers.values().map(|b| (b.id, b.rack.clone())).collect();
+                let brokers = view.racks();
                 if brokers.len() < rf as usize {
                     return Err((
                         E::CoordinatorNotAvailable.code(),
@@ -140,31 +118,11 @@ impl Replication {
                 (znodes::new_topic_id(), assignment)
             }
         };
-        let persistent = CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
         let config: BTreeMap<String, String> =
             OFFSETS_TOPIC_CONFIG.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        match client
-            .create(&znodes::topic_config_path(NAME), &znodes::topic_config_to_json(&config), &persistent)
-            .await
-        {
-            Ok(_) | Err(ZkError::NodeExists) => {}
-            Err(e) => return Err(refusal(e)),
-        }
         let data = znodes::assignment_with_id_to_json(&assignment, &id);
-        match client.create(&znodes::topic_path(NAME), &data, &persistent).await {
-            Ok(_) => log(
-                "info",
-                "topic_created",
-                &[
-                    ("topic", &NAME),
-                    ("partitions", &assignment.len()),
-                    ("assignment", &format!("{assignment:?}")),
-                ],
-            ),
-            Err(ZkError::NodeExists) => {}
-            Err(e) => return Err(refusal(e)),
-        }
-        Ok(())
+        // Made meanwhile by another member: as good.
+        write_topic(&client, NAME, &config, &assignment, &data).await.map(|_| ())
     }
 
     /// Waits up to `timeout` until this broker's view no longer has `name`
@@ -305,9 +263,7 @@ impl Replication {
         let rf = assignment.first().map_or(1, |r| r.len() as i32);
         match manual {
             None => {
-                let brokers: Vec<(i32, Option<String>)> =
-                    view.brokers.values().map(|b| (b.id, b.rack.clone())).collect();
-                let placed = placement::assign(&brokers, count, rf, None)
+                let placed = placement::assign(&view.racks(), count, rf, None)
                     .map_err(|e| (E::InvalidReplicationFactor.code(), e.to_string()))?;
                 assignment.extend(placed.into_iter().skip(current as usize));
             }
@@ -345,4 +301,37 @@ impl Replication {
             Err(e) => Err(refusal(e)),
         }
     }
+}
+
+/// Writes a new topic's znodes as Kafka does: its config (replacing one a
+/// deleted topic left), then `data`, its assignment. Ok(false) if the
+/// topic's znode was there already.
+async fn write_topic(
+    client: &Client,
+    name: &str,
+    config: &BTreeMap<String, String>,
+    assignment: &[Vec<i32>],
+    data: &[u8],
+) -> Result<bool, (i16, String)> {
+    let persistent = CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    let path = znodes::topic_config_path(name);
+    let json = znodes::topic_config_to_json(config);
+    match client.create(&path, &json, &persistent).await {
+        Ok(_) => {}
+        Err(ZkError::NodeExists) => {
+            client.set_data(&path, &json, None).await.map_err(refusal)?;
+        }
+        Err(e) => return Err(refusal(e)),
+    }
+    match client.create(&znodes::topic_path(name), data, &persistent).await {
+        Ok(_) => {}
+        Err(ZkError::NodeExists) => return Ok(false),
+        Err(e) => return Err(refusal(e)),
+    }
+    log(
+        "info",
+        "topic_created",
+        &[("topic", &name), ("partitions", &assignment.len()), ("assignment", &format!("{assignment:?}"))],
+    );
+    Ok(true)
 }

@@ -48,6 +48,11 @@ impl ClusterView {
         t.states.get(usize::try_from(partition).ok()?)?.as_ref()
     }
 
+    /// The live brokers with their racks, as placement takes them.
+    pub fn racks(&self) -> Vec<(i32, Option<String>)> {
+        self.brokers.values().map(|b| (b.id, b.rack.clone())).collect()
+    }
+
     pub fn replicas(&self, topic: &str, partition: i32) -> Option<&[i32]> {
         let t = self.topics.get(topic)?;
         t.assignment.get(usize::try_from(partition).ok()?).map(Vec::as_slice)
