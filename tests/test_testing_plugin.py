@@ -188,3 +188,49 @@ def _version(module: str) -> str:
     from importlib.metadata import version
 
     return version(module.replace("_", "-"))
+
+
+def test_a_link_forwards_until_cut_and_again_once_healed() -> None:
+    """A Link carries bytes both ways unchanged; cut() breaks the open connection and
+    refuses new ones; heal() lets new ones through."""
+    import socket
+    import threading
+
+    from seglog.testing import Link
+
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def echo() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                while data := conn.recv(65536):
+                    conn.sendall(data)
+
+    threading.Thread(target=echo, daemon=True).start()
+    with Link(f"127.0.0.1:{server.getsockname()[1]}") as link:
+
+        def round_trip(s: socket.socket, payload: bytes) -> bytes:
+            s.sendall(payload)
+            got = b""
+            while len(got) < len(payload) and (chunk := s.recv(65536)):
+                got += chunk
+            return got
+
+        payload = bytes(range(256)) * 1000
+        first = socket.create_connection(("127.0.0.1", link.port), timeout=10)
+        assert round_trip(first, payload) == payload
+        link.cut()
+        assert link.is_cut
+        assert first.recv(1) == b""  # the open connection is broken
+        refused = socket.create_connection(("127.0.0.1", link.port), timeout=10)
+        assert refused.recv(1) == b""  # a new one is closed at once
+        link.heal()
+        again = socket.create_connection(("127.0.0.1", link.port), timeout=10)
+        assert round_trip(again, b"after") == b"after"
+        for s in (first, refused, again):
+            s.close()
+    server.close()

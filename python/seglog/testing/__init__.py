@@ -23,6 +23,7 @@ with the reason when ZooKeeper or Java is missing). Override ``seglog_store_conf
 """
 
 from .cluster import LocalCluster
+from .link import Link
 from .zookeeper import ZooKeeper, ZooKeeperNotInstalledError, missing
 
-__all__ = ["LocalCluster", "ZooKeeper", "ZooKeeperNotInstalledError", "missing"]
+__all__ = ["LocalCluster", "Link", "ZooKeeper", "ZooKeeperNotInstalledError", "missing"]

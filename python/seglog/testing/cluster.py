@@ -15,6 +15,7 @@ from pathlib import Path
 from types import TracebackType
 
 from ..errors import SeglogError
+from .link import Link
 from .zookeeper import ZooKeeper
 
 __all__ = ["LocalCluster"]
@@ -42,6 +43,8 @@ class _Broker:
         self.address: str | None = None
         self.listen = ANY_PORT
         self.paused = False
+        # With zookeeper_links: one cuttable link per ZooKeeper server.
+        self.zookeeper_links: list[Link] = []
 
 
 class LocalCluster:
@@ -57,7 +60,10 @@ class LocalCluster:
     :meth:`start` returns once every broker prints its ``listening on`` line;
     :meth:`wait_until_ready` once the brokers are all in the cluster's Metadata. :meth:`kill`,
     :meth:`pause`, :meth:`resume` and :meth:`start` act on one broker from outside, as a
-    crash, a stall and a restart on the same store would.
+    crash, a stall and a restart on the same store would. With ``zookeeper_links=True``
+    each broker reaches ZooKeeper through its own :class:`~seglog.testing.Link`, so
+    that :meth:`cut_zookeeper` can cut one broker off from ZooKeeper while it keeps
+    serving clients.
 
     >>> import tempfile
     >>> with LocalCluster(tempfile.mkdtemp()) as cluster:  # doctest: +SKIP
@@ -74,6 +80,7 @@ class LocalCluster:
         zookeeper: ZooKeeper | None = None,
         config: Mapping[str, object] | None = None,
         start_timeout: float = 60.0,
+        zookeeper_links: bool = False,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"brokers must be >= 1, got {brokers}")
@@ -86,6 +93,7 @@ class LocalCluster:
                 raise ValueError(f"racks names {len(rack_names)} racks, expected one per broker ({brokers})")
         self.config = {str(k): _text(v) for k, v in (config or {}).items()}
         self.start_timeout = start_timeout
+        self.zookeeper_links = zookeeper_links
         self._own_zookeeper = zookeeper is None
         self.zookeeper = zookeeper if zookeeper is not None else ZooKeeper(self.dir / "zk")
         self._brokers = {n: _Broker(n, rack_names[n - 1], self.dir) for n in range(1, brokers + 1)}
@@ -210,6 +218,18 @@ class LocalCluster:
         self._terminate([b], timeout)
         return b.proc.returncode
 
+    def cut_zookeeper(self, n: int) -> None:
+        """Cut broker ``n`` off from ZooKeeper (every server of it) until
+        :meth:`heal_zookeeper`: its connections break and new ones are refused, while it
+        goes on serving its clients. Needs ``zookeeper_links=True``."""
+        for link in self._links(n):
+            link.cut()
+
+    def heal_zookeeper(self, n: int) -> None:
+        """Let broker ``n`` reach ZooKeeper again."""
+        for link in self._links(n):
+            link.heal()
+
     def wait_until_ready(self, timeout: float = 60.0) -> None:
         """Until the running brokers' Metadata names every one of them and a controller:
         what a client needs before it creates replicated topics."""
@@ -242,6 +262,10 @@ class LocalCluster:
         """SIGTERM every broker (paused ones are resumed first), wait (SIGKILL after
         ``timeout`` seconds), then stop ZooKeeper if the cluster started it."""
         self._terminate(list(self._brokers.values()), timeout)
+        for b in self._brokers.values():
+            for link in b.zookeeper_links:
+                link.close()
+            b.zookeeper_links = []
         if self._own_zookeeper:
             self.zookeeper.stop()
 
@@ -253,6 +277,22 @@ class LocalCluster:
         except KeyError:
             raise ValueError(f"no broker {n}: brokers are {self.broker_ids}") from None
 
+    def _links(self, n: int) -> list[Link]:
+        b = self._broker(n)
+        if not self.zookeeper_links:
+            raise ValueError(
+                "the brokers reach ZooKeeper directly: make the cluster with zookeeper_links=True"
+            )
+        if not b.zookeeper_links:
+            b.zookeeper_links = [Link(server) for server in self.zookeeper.connect_string.split(",")]
+        return b.zookeeper_links
+
+    def zookeeper_connect_of(self, n: int) -> str:
+        """The ``zookeeper.connect`` broker ``n`` is given: through its links, with them."""
+        if not self.zookeeper_links:
+            return self.zookeeper.connect_string
+        return ",".join(link.address for link in self._links(n))
+
     def argv(self, n: int) -> list[str]:
         """The command line broker ``n`` runs."""
         b = self._broker(n)
@@ -260,7 +300,7 @@ class LocalCluster:
         argv += ["--listen", b.listen, "--node-id", str(n)]
         if b.rack is not None:
             argv += ["--rack", b.rack]
-        argv += ["--zookeeper", self.zookeeper.connect_string]
+        argv += ["--zookeeper", self.zookeeper_connect_of(n)]
         for key, value in self.config.items():
             argv += ["--config", f"{key}={value}"]
         return argv

@@ -464,12 +464,6 @@ impl Replication {
         ids.0 += 1;
         Ok(id)
     }
-
-    /// The broker that coordinates every group: the live broker with the
-    /// lowest id (group offsets are not replicated; see docs/replication.md).
-    pub fn coordinator(&self) -> Option<i32> {
-        self.view().brokers.keys().next().copied()
-    }
 }
 
 /// One ZooKeeper session: its client and the recursive watch on `/`.

@@ -389,15 +389,17 @@ impl Replication {
     }
 
     /// After a session ended: this broker leads and follows nothing until a
-    /// new session reads the state again (Kafka: a broker whose session
-    /// expired assumes it lost every leadership).
+    /// new session reads the state again (a broker whose session expired may
+    /// have lost any leadership meanwhile, so it takes no write). Its last view
+    /// stays, as Kafka keeps its metadata cache: clients asking it for
+    /// Metadata still find every topic, and their retries of the fenced
+    /// writes go on until the view names the new leaders.
     pub(super) fn lose_everything(&self) {
         for (_, p) in self.all_partitions() {
             let mut r = p.write();
             r.role = Role::None;
             r.applied = None;
         }
-        *self.view.write() = Arc::new(ClusterView::default());
         *self.client.lock() = None;
         self.bump();
     }
