@@ -6,6 +6,7 @@ store directories. Every wait has a deadline: a test fails, it never hangs."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import struct
 import threading
@@ -286,6 +287,7 @@ class BackgroundProducer:
         self.acked: list[Ack] = []
         self.failed: list[tuple[bytes, KafkaError]] = []
         self.last_ack: dict[int, float] = {}  # partition -> monotonic time of its last ack
+        self.ack_times: dict[int, list[float]] = {}  # partition -> monotonic time of each ack
         self.error: BaseException | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -297,7 +299,9 @@ class BackgroundProducer:
         with self._lock:
             if err is None:
                 self.acked.append(_ack(msg))
-                self.last_ack[msg.partition()] = time.monotonic()
+                now = time.monotonic()
+                self.last_ack[msg.partition()] = now
+                self.ack_times.setdefault(msg.partition(), []).append(now)
             else:
                 self.failed.append((bytes(msg.value() or b""), err))
 
@@ -323,6 +327,17 @@ class BackgroundProducer:
             raise RuntimeError(f"producer thread failed: {self.error!r}")
         with self._lock:
             return all(self.last_ack.get(p, -1.0) > t for p in partitions or range(self.partitions))
+
+    def longest_stall(self, since: float = 0.0) -> tuple[float, int]:
+        """(seconds, partition): the longest time a partition went without an
+        acknowledgement after ``since``, while the producer wrote to it."""
+        with self._lock:
+            worst = (0.0, -1)
+            for p, times in self.ack_times.items():
+                later = [t for t in times if t >= since]
+                for a, b in itertools.pairwise(later):
+                    worst = max(worst, (b - a, p))
+            return worst
 
     def stop(self, timeout: float = 90) -> None:
         """Stops writing and waits for every outstanding delivery report."""

@@ -38,6 +38,7 @@ from broker_helpers import (
 )
 
 SERVED_APIS = {0, 1, 2, 3, 18}  # Produce, Fetch, ListOffsets, Metadata, ApiVersions
+NOT_CONTROLLER = 41
 
 
 def metric(served: Served, name: str) -> float:
@@ -99,6 +100,8 @@ CLOSING_INPUT = {
     "Produce v99": frame(0, 99, 1, produce_request_v3("t", 0, record_batch([b"x"]))),
     "Fetch v3": frame(1, 3, 1, fetch_request_v4("t", 0, 0)),
     "malformed Metadata: 5 topics, 1 there": frame(3, 1, 1, metadata_v1(5, ["a"])),
+    "ControlledShutdown v2 without its broker epoch": frame(7, 2, 1, struct.pack(">i", 1)),
+    "ControlledShutdown v0 (a header of its own, not served)": frame(7, 0, 1, struct.pack(">i", 1)),
     "malformed Metadata: a string longer than the frame": frame(3, 1, 1, struct.pack(">ih", 1, 300) + b"abc"),
     "malformed Produce: records longer than the frame": frame(
         0, 3, 1, produce_request_v3("t", 0, b"")[:-4] + struct.pack(">i", 10_000) + b"x" * 10
@@ -131,6 +134,25 @@ def test_a_frame_cut_short_by_the_client_is_counted(served: Served) -> None:
     assert metric(served, "seglog_connection_errors_total") == errors + 3
     alive(served)
     assert_serves(served.bootstrap)
+
+
+def test_controlled_shutdown_asked_of_a_broker_outside_a_cluster_is_not_controller(served: Served) -> None:
+    """ControlledShutdown (encoded by hand, as Kafka's inter-broker API) is advertised
+    and answered: a broker that is not a controller says NOT_CONTROLLER, in v1 and in the
+    flexible v3."""
+    _, apis = api_versions(served.port)
+    assert apis[7] == (1, 3)
+    with connect(served.port) as s:
+        s.sendall(frame(7, 1, 41, struct.pack(">i", 5)))
+        corr, resp = recv_response(s)
+        assert corr == 41 and resp == struct.pack(">hi", NOT_CONTROLLER, 0)
+        header = struct.pack(">hhi", 7, 3, 42) + string("broker-5") + b"\0"
+        body = struct.pack(">iq", 5, 1234) + b"\0"
+        s.sendall(struct.pack(">i", len(header + body)) + header + body)
+        corr, resp = recv_response(s)
+        # Response header v1 (no tagged fields), error, an empty compact array, no tags.
+        assert corr == 42 and resp == b"\0" + struct.pack(">h", NOT_CONTROLLER) + b"\x01\0"
+    alive(served)
 
 
 def api_versions_flexible(version: int, correlation_id: int) -> bytes:

@@ -86,6 +86,14 @@ pub struct BrokerConfig {
     /// `replica.high.watermark.checkpoint.interval.ms`: how often the high
     /// watermarks are written to `replication-offset-checkpoint`.
     pub replica_high_watermark_checkpoint_interval_ms: u64,
+    /// `controlled.shutdown.enable`: a clean stop first asks the controller
+    /// to move this broker's leaderships away.
+    pub controlled_shutdown_enable: bool,
+    /// `controlled.shutdown.max.retries`: how many times it asks.
+    pub controlled_shutdown_max_retries: u32,
+    /// `controlled.shutdown.retry.backoff.ms`: how long it waits between asks
+    /// (less when the controller changes meanwhile).
+    pub controlled_shutdown_retry_backoff_ms: u64,
     /// Store and topic keys, for a broker that opens its store itself.
     pub store: BTreeMap<String, String>,
 }
@@ -123,6 +131,9 @@ impl Default for BrokerConfig {
             auto_leader_rebalance_enable: true,
             leader_imbalance_check_interval_seconds: 300,
             replica_high_watermark_checkpoint_interval_ms: 5_000,
+            controlled_shutdown_enable: true,
+            controlled_shutdown_max_retries: 3,
+            controlled_shutdown_retry_backoff_ms: 5_000,
             store: BTreeMap::new(),
         }
     }
@@ -168,6 +179,9 @@ pub const BROKER_KEYS: &[&str] = &[
     "auto.leader.rebalance.enable",
     "leader.imbalance.check.interval.seconds",
     "replica.high.watermark.checkpoint.interval.ms",
+    "controlled.shutdown.enable",
+    "controlled.shutdown.max.retries",
+    "controlled.shutdown.retry.backoff.ms",
 ];
 
 fn int(key: &str, value: &str, min: i64, max: i64) -> Result<i64> {
@@ -288,6 +302,13 @@ impl BrokerConfig {
                 }
                 "replica.high.watermark.checkpoint.interval.ms" => {
                     c.replica_high_watermark_checkpoint_interval_ms = int(key, value, 1, i64::MAX)? as u64
+                }
+                "controlled.shutdown.enable" => c.controlled_shutdown_enable = boolean(key, value)?,
+                "controlled.shutdown.max.retries" => {
+                    c.controlled_shutdown_max_retries = int(key, value, 1, i64::from(i32::MAX))? as u32
+                }
+                "controlled.shutdown.retry.backoff.ms" => {
+                    c.controlled_shutdown_retry_backoff_ms = int(key, value, 0, i64::MAX)? as u64
                 }
                 _ => {
                     c.store.insert(key.clone(), value.clone());

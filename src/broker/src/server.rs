@@ -229,6 +229,13 @@ impl Broker {
     /// Stops accepting, lets in-flight requests finish (up to `grace`), then
     /// stops the runtime. Idempotent.
     pub fn shutdown(&mut self, grace: Duration) {
+        // A cluster member first hands its leaderships over (controlled
+        // shutdown), still serving while clients move to the new leaders.
+        if let (Some(rt), Some(repl), false) =
+            (self.runtime.as_ref(), self.shared.replication.clone(), *self.stop.borrow())
+        {
+            rt.block_on(repl.controlled_shutdown());
+        }
         let _ = self.stop.send(true);
         // Members waiting in a join or sync are answered now, not at the grace's end.
         self.shared.coordinator.shutdown();

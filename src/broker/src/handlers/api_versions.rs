@@ -7,16 +7,22 @@ use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse, Response
 use kafka_protocol::ResponseError;
 
 use super::{Reply, SUPPORTED};
+use crate::replication::shutdown::wire;
 use crate::response::Response;
 
 pub const VERSIONS: (i16, i16) = (0, 3);
 
 fn served() -> ApiVersionsResponse {
+    let mut keys: Vec<(i16, i16, i16)> =
+        SUPPORTED.iter().map(|&(key, lo, hi)| (key as i16, lo, hi)).collect();
+    // Encoded by hand: the protocol crate has no ApiKey for it.
+    let (lo, hi) = wire::VERSIONS;
+    keys.push((wire::API_KEY, lo, hi));
+    keys.sort_unstable();
     ApiVersionsResponse::default().with_api_keys(
-        SUPPORTED
-            .iter()
-            .map(|&(key, lo, hi)| {
-                ApiVersion::default().with_api_key(key as i16).with_min_version(lo).with_max_version(hi)
+        keys.into_iter()
+            .map(|(key, lo, hi)| {
+                ApiVersion::default().with_api_key(key).with_min_version(lo).with_max_version(hi)
             })
             .collect(),
     )

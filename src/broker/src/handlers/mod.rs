@@ -9,6 +9,7 @@
 mod alter_configs;
 mod api_versions;
 mod configs;
+mod controlled_shutdown;
 mod create_partitions;
 mod create_topics;
 mod delete_groups;
@@ -159,6 +160,9 @@ pub async fn handle(shared: &Arc<Shared>, frame: Bytes) -> Outcome {
     let Some(start) = HeaderStart::peek(&frame) else {
         return Outcome::Close { api: "Unknown", reason: "request shorter than its header".into() };
     };
+    if start.api_key == crate::replication::shutdown::wire::API_KEY {
+        return controlled_shutdown::handle(shared, frame, start.api_version).await;
+    }
     let Ok(key) = ApiKey::try_from(start.api_key) else {
         return Outcome::Close { api: "Unknown", reason: format!("unknown API key {}", start.api_key) };
     };

@@ -24,6 +24,9 @@ pub struct ControllerState {
     /// Each live broker's registration zxid as last seen: a new one means the
     /// broker restarted or its session expired in between (a bounce).
     pub known: BTreeMap<i32, i64>,
+    /// The brokers in a controlled shutdown, with the registration it was
+    /// asked under: forgotten once that registration is gone.
+    pub shutting_down: BTreeMap<i32, i64>,
 }
 
 /// Tries to become the controller. `Ok(None)`: another broker is.
@@ -61,7 +64,12 @@ pub async fn try_elect(client: &Client, node_id: i32) -> Result<Option<Controlle
                 })
                 .unwrap_or(version + 1);
             log("info", "controller_elected", &[("node", &node_id), ("controller_epoch", &(epoch + 1))]);
-            Ok(Some(ControllerState { epoch: epoch + 1, epoch_zk_version, known: BTreeMap::new() }))
+            Ok(Some(ControllerState {
+                epoch: epoch + 1,
+                epoch_zk_version,
+                known: BTreeMap::new(),
+                shutting_down: BTreeMap::new(),
+            }))
         }
         Err(MultiWriteError::OperationFailed {
             source: ZkError::NodeExists | ZkError::BadVersion, ..
@@ -71,30 +79,40 @@ pub async fn try_elect(client: &Client, node_id: i32) -> Result<Option<Controlle
 }
 
 /// The new state of one partition, or `None` if it should stay as it is.
-/// `live` says whether a broker counts as alive in this pass.
+/// `live` says whether a broker counts as alive in this pass; `leaving`,
+/// whether it is in a controlled shutdown: a leaving broker leads only where
+/// no other ISR member is live, and leaves every ISR it is not the leader of.
 pub fn decide(
     assignment: &[i32],
     current: Option<&PartitionState>,
     live: &dyn Fn(i32) -> bool,
+    leaving: &dyn Fn(i32) -> bool,
     unclean: bool,
     prefer: bool,
     controller_epoch: i32,
 ) -> Option<PartitionState> {
+    let staying = |r: i32| live(r) && !leaving(r);
     let Some(s) = current else {
         let replicas: Vec<i32> = assignment.iter().copied().filter(|&r| live(r)).collect();
-        let leader = *replicas.first()?;
+        let leader = assignment.iter().copied().find(|&r| staying(r)).or(replicas.first().copied())?;
         return Some(PartitionState::new(controller_epoch, leader, 0, replicas));
     };
     let next = |leader: i32, isr: Vec<i32>| {
         Some(PartitionState::new(controller_epoch, leader, s.leader_epoch + 1, isr))
     };
-    let live_isr: Vec<i32> = s.isr.iter().copied().filter(|&r| live(r)).collect();
+    let in_isr = |r: &i32| s.isr.contains(r);
+    // The ISR under a given leader: its live members, leaving ones dropped.
+    let isr_under =
+        |leader: i32| -> Vec<i32> { s.isr.iter().copied().filter(|&r| r == leader || staying(r)).collect() };
+    let successor = assignment.iter().copied().find(|r| staying(*r) && in_isr(r));
     if s.leader < 0 || !live(s.leader) {
-        if let Some(&leader) = assignment.iter().find(|&&r| live(r) && s.isr.contains(&r)) {
-            return next(leader, live_isr);
+        if let Some(leader) = successor.or_else(|| assignment.iter().copied().find(|r| live(*r) && in_isr(r)))
+        {
+            return next(leader, isr_under(leader));
         }
         if unclean {
-            if let Some(&leader) = assignment.iter().find(|&&r| live(r)) {
+            let any = assignment.iter().copied().find(|&r| staying(r));
+            if let Some(leader) = any.or_else(|| assignment.iter().copied().find(|&r| live(r))) {
                 return next(leader, vec![leader]);
             }
         }
@@ -103,12 +121,18 @@ pub fn decide(
         return (s.leader != -1)
             .then(|| PartitionState::new(controller_epoch, -1, s.leader_epoch + 1, s.isr.clone()));
     }
-    if live_isr.len() < s.isr.len() {
-        return next(s.leader, live_isr);
+    if leaving(s.leader) {
+        if let Some(leader) = successor {
+            return next(leader, isr_under(leader));
+        }
+    }
+    let isr = isr_under(s.leader);
+    if isr.len() < s.isr.len() {
+        return next(s.leader, isr);
     }
     if prefer {
         if let Some(&preferred) = assignment.first() {
-            if preferred != s.leader && live(preferred) && s.isr.contains(&preferred) {
+            if preferred != s.leader && staying(preferred) && in_isr(&preferred) {
                 return next(preferred, s.isr.clone());
             }
         }
@@ -159,7 +183,7 @@ pub fn elect(
             if current.leader >= 0 && live(current.leader) {
                 return Err(E::ElectionNotNeeded.code());
             }
-            match decide(assignment, Some(current), live, true, false, controller_epoch) {
+            match decide(assignment, Some(current), live, &|_| false, true, false, controller_epoch) {
                 Some(s) if s.leader >= 0 => Ok(s),
                 _ => Err(E::EligibleLeadersNotAvailable.code()),
             }
@@ -197,6 +221,9 @@ pub async fn reconcile(
         .map(|(id, _)| *id)
         .collect();
     let live = |b: i32| view.is_live(b) && !bounced.contains(&b);
+    ctl.shutting_down.retain(|id, epoch| view.brokers.get(id).is_some_and(|b| b.epoch == *epoch));
+    let shutting_down = ctl.shutting_down.clone();
+    let leaving = |b: i32| shutting_down.contains_key(&b);
     let mut written = 0;
     for (name, topic) in &view.topics {
         let unclean = topic
@@ -206,7 +233,8 @@ pub async fn reconcile(
         for (p, assignment) in topic.assignment.iter().enumerate() {
             let p = p as i32;
             let current = topic.states.get(p as usize).and_then(Option::as_ref);
-            let Some(new) = decide(assignment, current.map(|c| &c.state), &live, unclean, prefer, ctl.epoch)
+            let Some(new) =
+                decide(assignment, current.map(|c| &c.state), &live, &leaving, unclean, prefer, ctl.epoch)
             else {
                 continue;
             };

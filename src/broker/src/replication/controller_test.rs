@@ -12,48 +12,51 @@ fn elections_follow_kafkas_rules() {
     let a = [1, 2, 3];
     // A new partition: the live replicas, the first one leads.
     assert_eq!(
-        decide(&a, None, &|b| b != 1, false, false, 5),
+        decide(&a, None, &|b| b != 1, &|_| false, false, false, 5),
         Some(PartitionState::new(5, 2, 0, vec![2, 3]))
     );
-    assert_eq!(decide(&a, None, &|_| false, false, false, 5), None);
+    assert_eq!(decide(&a, None, &|_| false, &|_| false, false, false, 5), None);
     // Nothing to do.
-    assert_eq!(decide(&a, Some(&state(1, 3, &[1, 2, 3])), &all, false, false, 5), None);
+    assert_eq!(decide(&a, Some(&state(1, 3, &[1, 2, 3])), &all, &|_| false, false, false, 5), None);
     // The leader died: the first live ISR member in assignment order, epoch + 1.
     let s = state(1, 3, &[3, 1, 2]);
     assert_eq!(
-        decide(&a, Some(&s), &|b| b != 1, false, false, 5),
+        decide(&a, Some(&s), &|b| b != 1, &|_| false, false, false, 5),
         Some(PartitionState::new(5, 2, 4, vec![3, 2]))
     );
     // Never outside the ISR: 3 is live but out of sync.
     let s = state(1, 3, &[1, 2]);
     assert_eq!(
-        decide(&a, Some(&s), &|b| b == 3, false, false, 5),
+        decide(&a, Some(&s), &|b| b == 3, &|_| false, false, false, 5),
         Some(PartitionState::new(5, -1, 4, vec![1, 2])),
         "offline; the ISR keeps its members"
     );
     let offline = state(-1, 4, &[1, 2]);
-    assert_eq!(decide(&a, Some(&offline), &|b| b == 3, false, false, 5), None, "already offline");
+    assert_eq!(decide(&a, Some(&offline), &|b| b == 3, &|_| false, false, false, 5), None, "already offline");
     // ... unless unclean election is on.
     assert_eq!(
-        decide(&a, Some(&s), &|b| b == 3, true, false, 5),
+        decide(&a, Some(&s), &|b| b == 3, &|_| false, true, false, 5),
         Some(PartitionState::new(5, 3, 4, vec![3]))
     );
     // An ISR member returns to an offline partition: it leads.
     assert_eq!(
-        decide(&a, Some(&offline), &|b| b != 1, false, false, 5),
+        decide(&a, Some(&offline), &|b| b != 1, &|_| false, false, false, 5),
         Some(PartitionState::new(5, 2, 5, vec![2]))
     );
     // A dead follower leaves the ISR.
     let s = state(1, 3, &[1, 2, 3]);
     assert_eq!(
-        decide(&a, Some(&s), &|b| b != 3, false, false, 5),
+        decide(&a, Some(&s), &|b| b != 3, &|_| false, false, false, 5),
         Some(PartitionState::new(5, 1, 4, vec![1, 2]))
     );
     // Preferred leader election, only when the preferred replica is in sync.
     let s = state(2, 3, &[2, 3, 1]);
-    assert_eq!(decide(&a, Some(&s), &all, false, false, 5), None);
-    assert_eq!(decide(&a, Some(&s), &all, false, true, 5), Some(PartitionState::new(5, 1, 4, vec![2, 3, 1])));
-    assert_eq!(decide(&a, Some(&state(2, 3, &[2, 3])), &all, false, true, 5), None);
+    assert_eq!(decide(&a, Some(&s), &all, &|_| false, false, false, 5), None);
+    assert_eq!(
+        decide(&a, Some(&s), &all, &|_| false, false, true, 5),
+        Some(PartitionState::new(5, 1, 4, vec![2, 3, 1]))
+    );
+    assert_eq!(decide(&a, Some(&state(2, 3, &[2, 3])), &all, &|_| false, false, true, 5), None);
 }
 
 #[test]
@@ -103,7 +106,7 @@ proptest::proptest! {
         }
         let leader = if leader_pick >= n { -1 } else { isr[leader_pick % isr.len()] };
         let current = has_state.then(|| state(leader, 4, &isr));
-        let Some(new) = decide(&assignment, current.as_ref(), &live, unclean, prefer, 9) else { return Ok(()) };
+        let Some(new) = decide(&assignment, current.as_ref(), &live, &|_| false, unclean, prefer, 9) else { return Ok(()) };
         proptest::prop_assert!(!new.isr.is_empty());
         proptest::prop_assert!(new.isr.iter().all(|b| assignment.contains(b)));
         proptest::prop_assert_eq!(new.controller_epoch, 9);

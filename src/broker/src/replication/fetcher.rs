@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
@@ -30,6 +30,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::partition::Followed;
+use super::shutdown::wire;
 use super::Replication;
 use crate::logline::log as note;
 
@@ -40,23 +41,25 @@ const EPOCH_VERSION: i16 = 3;
 /// `replica.fetch.backoff.ms`.
 const BACKOFF: Duration = Duration::from_millis(500);
 
-struct Link {
+/// A connection to another broker, for the requests one broker sends another.
+pub(super) struct Link {
     stream: TcpStream,
     next_correlation: i32,
+    client_id: &'static str,
 }
 
 impl Link {
-    async fn connect(addr: &str) -> std::io::Result<Link> {
+    pub(super) async fn connect(addr: &str, client_id: &'static str) -> std::io::Result<Link> {
         let stream = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(addr)).await.map_err(
             |_| std::io::Error::new(std::io::ErrorKind::TimedOut, format!("connecting to {addr}")),
         )??;
         stream.set_nodelay(true)?;
-        Ok(Link { stream, next_correlation: 0 })
+        Ok(Link { stream, next_correlation: 0, client_id })
     }
 
     /// One request and its answer, framed by seglog-client's codec: the
     /// same bytes its blocking connection sends, over this tokio stream.
-    async fn call<R: Request>(
+    pub(super) async fn call<R: Request>(
         &mut self,
         version: i16,
         request: &R,
@@ -65,7 +68,7 @@ impl Link {
         let bad = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidData, what);
         let correlation = self.next_correlation;
         self.next_correlation = self.next_correlation.wrapping_add(1);
-        let client_id = StrBytes::from_static_str("seglog-replica-fetcher");
+        let client_id = StrBytes::from_static_str(self.client_id);
         let frame =
             encode_request(request, version, correlation, &client_id).map_err(|e| bad(e.to_string()))?;
         let exchange = async {
@@ -85,6 +88,56 @@ impl Link {
         let body = response_body::<R>(frame, version, correlation).map_err(bad)?;
         decode_response::<R>(body, version).map_err(bad)
     }
+
+    /// ControlledShutdown, which the protocol crate lacks, at its newest version.
+    pub(super) async fn call_controlled_shutdown(
+        &mut self,
+        request: &wire::Request,
+        wait: Duration,
+    ) -> std::io::Result<wire::Answer> {
+        let bad = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidData, what);
+        let version = wire::VERSIONS.1;
+        let correlation = self.next_correlation;
+        self.next_correlation = self.next_correlation.wrapping_add(1);
+        let mut buf = BytesMut::new();
+        buf.put_i32(0);
+        buf.put_i16(wire::API_KEY);
+        buf.put_i16(version);
+        buf.put_i32(correlation);
+        buf.put_i16(self.client_id.len() as i16);
+        buf.put_slice(self.client_id.as_bytes());
+        if wire::request_header_version(version) >= 2 {
+            buf.put_u8(0); // no tagged fields
+        }
+        wire::encode_request(request, version, &mut buf);
+        let size = (buf.len() - 4) as i32;
+        buf[..4].copy_from_slice(&size.to_be_bytes());
+        let exchange = async {
+            self.stream.write_all(&buf).await?;
+            let size = self.stream.read_i32().await?;
+            if !(4..=1 << 20).contains(&size) {
+                return Err(bad(format!("a response of {size} bytes")));
+            }
+            let mut body = vec![0; size as usize];
+            self.stream.read_exact(&mut body).await?;
+            Ok(Bytes::from(body))
+        };
+        let mut body = tokio::time::timeout(wait, exchange).await.map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::TimedOut, "ControlledShutdown unanswered")
+        })??;
+        let answered = body.get_i32();
+        if answered != correlation {
+            return Err(bad(format!("correlation id {answered}, expected {correlation}")));
+        }
+        if wire::response_header_version(version) >= 1 {
+            // The response header's tagged fields: none are sent.
+            if body.first() != Some(&0) {
+                return Err(bad("tagged fields in a ControlledShutdown response header".into()));
+            }
+            body.advance(1);
+        }
+        wire::decode_response(&mut body, version).map_err(bad)
+    }
 }
 
 /// The fetch loop for partitions led by `leader`. It idles while there are
@@ -102,7 +155,7 @@ pub async fn run(me: Arc<Replication>, leader: i32) {
             continue;
         };
         if link.is_none() {
-            match Link::connect(&addr).await {
+            match Link::connect(&addr, "seglog-replica-fetcher").await {
                 Ok(l) => link = Some(l),
                 Err(e) => {
                     note(

@@ -10,6 +10,8 @@
 //!   leader's followers, ISR and high watermark; acks=all waiting.
 //! - `topics`: creating, configuring, growing and deleting topics through
 //!   their znodes, as the admin requests ask.
+//! - `shutdown`: controlled shutdown, both the stopping broker's side and
+//!   the controller's.
 //! - `fetcher`: a follower's fetch loop, one per leader, with truncation by
 //!   leader epoch (OffsetForLeaderEpoch, KIP-101/279) before it fetches.
 //!
@@ -21,11 +23,13 @@ mod elections;
 mod fetcher;
 mod partition;
 pub mod placement;
+pub mod shutdown;
 mod topics;
 mod view;
 pub mod znodes;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -70,6 +74,8 @@ pub struct Replication {
     /// Producer ids: the next one and the end (exclusive) of this broker's block.
     producer_ids: tokio::sync::Mutex<(i64, i64)>,
     fetchers: Mutex<HashSet<i32>>,
+    /// In a controlled shutdown: follows nothing (see `shutdown`).
+    leaving: AtomicBool,
     /// Per topic, the newest config znode version applied to the local topic
     /// (by a view, or by this broker's own config change): held while
     /// applying, so an older view never undoes a newer config.
@@ -116,6 +122,7 @@ impl Replication {
             last_rebalance: Mutex::new(Instant::now()),
             producer_ids: tokio::sync::Mutex::new((0, 0)),
             fetchers: Mutex::new(HashSet::new()),
+            leaving: AtomicBool::new(false),
             config_versions: Mutex::new(HashMap::new()),
             stopping,
             // A new cluster's id is new, as Kafka's first broker makes it,

@@ -360,6 +360,10 @@ impl Replication {
                 ],
             );
             r.role = Role::Leader(l);
+        } else if self.leaving.load(Ordering::SeqCst) {
+            // In a controlled shutdown: no fetching (Kafka's StopReplica), so
+            // that no leader takes this broker back into its ISR.
+            r.role = Role::None;
         } else {
             let was = match &r.role {
                 Role::Follower(f) if f.leader == s.leader && same_epoch => Some(f.truncated),
@@ -386,6 +390,17 @@ impl Replication {
                 tokio::spawn(super::fetcher::run(self.clone(), s.leader));
             }
         }
+    }
+
+    /// Stops following every partition (a controlled shutdown's first step).
+    pub(super) fn stop_following(&self) {
+        for (_, p) in self.all_partitions() {
+            let mut r = p.write();
+            if matches!(r.role, Role::Follower(_)) {
+                r.role = Role::None;
+            }
+        }
+        self.bump();
     }
 
     /// After a session ended: this broker leads and follows nothing until a
