@@ -470,6 +470,130 @@ def check_acknowledged(acked: Iterable[Ack], consumed: Mapping[int, Mapping[int,
     return verdict
 
 
+class BackgroundConsumer:
+    """A confluent-kafka consumer in a thread reading a topic for as long as it runs,
+    remembering every record of every poll: with ``group`` it subscribes as a member of
+    that group (committing as it goes), else it assigns every partition from offset 0.
+    What the checker of Jepsen's Kafka workload looks at on the reading side."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, group: str | None = None) -> None:
+        self.topic = topic
+        self.partitions = partitions
+        self.group = group
+        # Per partition, in the order polled: (offset, value) and, for a member, its
+        # assignment generation (a new assignment may go back to the committed offset).
+        self.polled: dict[int, list[tuple[int, bytes, int]]] = {p: [] for p in range(partitions)}
+        self.generation = 0
+        self.error: BaseException | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        conf: dict[str, Any] = {
+            "bootstrap.servers": bootstrap,
+            "group.id": group or f"reader-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": group is not None,
+            "auto.commit.interval.ms": 200,
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 100,
+            "session.timeout.ms": 10000,
+        }
+        self._consumer = Consumer(conf)
+        self._thread = threading.Thread(target=self._run, name=f"consumer-{topic}", daemon=True)
+        self._thread.start()
+
+    def _assigned(self, _consumer: Consumer, _partitions: list[TopicPartition]) -> None:
+        with self._lock:
+            self.generation += 1
+
+    def _run(self) -> None:
+        try:
+            if self.group is None:
+                self._consumer.assign(
+                    [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(self.partitions)]
+                )
+            else:
+                self._consumer.subscribe([self.topic], on_assign=self._assigned)
+            while not self._stop.is_set():
+                m = self._consumer.poll(0.2)
+                if m is None or m.error() is not None:
+                    continue
+                with self._lock:
+                    self.polled[m.partition()].append((m.offset(), bytes(m.value() or b""), self.generation))
+        except BaseException as e:
+            self.error = e
+        finally:
+            self._consumer.close()
+
+    def position(self, p: int) -> int:
+        """The offset after the last record polled from partition ``p`` (0 before any)."""
+        with self._lock:
+            return self.polled[p][-1][0] + 1 if self.polled[p] else 0
+
+    def caught_up(self, ends: Mapping[int, int]) -> bool:
+        if self.error is not None:
+            raise RuntimeError(f"consumer thread failed: {self.error!r}")
+        return all(self.position(p) >= end for p, end in ends.items())
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        assert not self._thread.is_alive(), "consumer thread did not stop"
+        assert self.error is None, f"consumer thread failed: {self.error!r}"
+
+
+@dataclass
+class ReadVerdict:
+    """What consumers read against the log: Jepsen's Kafka anomalies on the reading side."""
+
+    polled: int = 0
+    # (partition, offset before, offset after): a poll went back, or skipped offsets,
+    # without a new assignment (a position reset, as after OFFSET_OUT_OF_RANGE).
+    nonmonotonic: list[tuple[int, int, int]] = field(default_factory=list)
+    skipped: list[tuple[int, int, int]] = field(default_factory=list)
+    # (partition, offset, value read, value in the log): the log changed under a reader.
+    inconsistent: list[tuple[int, int, bytes, bytes | None]] = field(default_factory=list)
+    # Acknowledged values no consumer ever polled.
+    unseen: list[Ack] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.nonmonotonic or self.skipped or self.inconsistent or self.unseen)
+
+    def __str__(self) -> str:
+        return (
+            f"{self.polled} records polled: {len(self.nonmonotonic)} polls went back "
+            f"(e.g. {self.nonmonotonic[:5]}), {len(self.skipped)} skipped offsets (e.g. {self.skipped[:5]}), "
+            f"{len(self.inconsistent)} read a value the log does not hold there "
+            f"(e.g. {self.inconsistent[:5]}), "
+            f"{len(self.unseen)} acknowledged values never read (e.g. {self.unseen[:5]})"
+        )
+
+
+def check_reads(
+    consumers: Iterable[BackgroundConsumer], acked: Iterable[Ack], log: Mapping[int, Mapping[int, bytes]]
+) -> ReadVerdict:
+    """Every poll against the final log: offsets polled one after another within one
+    assignment, with no gap and never back; each value where the log has it; every
+    acknowledged value read by each consumer."""
+    verdict = ReadVerdict()
+    for c in consumers:
+        seen: set[bytes] = set()
+        for p, polls in c.polled.items():
+            verdict.polled += len(polls)
+            for (before, _, gen_a), (after, _, gen_b) in itertools.pairwise(polls):
+                if gen_a != gen_b:
+                    continue
+                if after <= before:
+                    verdict.nonmonotonic.append((p, before, after))
+                elif after != before + 1:
+                    verdict.skipped.append((p, before, after))
+            for offset, value, _ in polls:
+                seen.add(value)
+                if log.get(p, {}).get(offset) != value:
+                    verdict.inconsistent.append((p, offset, value, log.get(p, {}).get(offset)))
+        verdict.unseen += [a for a in acked if a.value not in seen]
+    return verdict
+
+
 # ---------------------------------------------------------------- the replicas' logs, from their stores
 
 Record = tuple[int, bytes | None, bytes | None, int, tuple[tuple[str, bytes | None], ...]]

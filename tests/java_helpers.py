@@ -152,6 +152,7 @@ TOOLS = {
     "kafka-delete-records": ["org.apache.kafka.tools.DeleteRecordsCommand"],
     "kafka-log-dirs": ["org.apache.kafka.tools.LogDirsCommand"],
     "kafka-leader-election": ["org.apache.kafka.tools.LeaderElectionCommand"],
+    "kafka-reassign-partitions": ["org.apache.kafka.tools.reassign.ReassignPartitionsCommand"],
     "kafka-producer-perf-test": ["org.apache.kafka.tools.ProducerPerformance"],
     "kafka-consumer-perf-test": ["org.apache.kafka.tools.ConsumerPerformance"],
     "kafka-e2e-latency": ["org.apache.kafka.tools.EndToEndLatency"],

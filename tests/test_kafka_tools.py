@@ -10,13 +10,22 @@ import json
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 import seglog
-from cluster_helpers import Zk
+from cluster_helpers import (
+    BackgroundProducer,
+    Zk,
+    check_acknowledged,
+    consume_all,
+    next_offsets,
+    replica_logs,
+    wait_for,
+)
 from java_helpers import VERSIONS, tool
 from seglog.testing import LocalCluster
 from test_replication import BROKERS, FAST, TOPIC, MakeCluster, topic_with_full_isr, up
@@ -438,3 +447,108 @@ def test_tools_on_a_three_broker_cluster(
     assert "PartitionCount: 3" in tool(version, "kafka-topics", *bs, "--describe", "--topic", "c").stdout
     tool(version, "kafka-topics", *bs, "--delete", "--topic", "c")
     assert "c" not in lines(tool(version, "kafka-topics", *bs, "--list").stdout)
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("version", VERSIONS)
+def test_kafka_reassign_partitions_moves_a_partition_under_load(
+    local_cluster: MakeCluster, zk_of: Callable[[LocalCluster], Zk], version: str, tmp_path: Path
+) -> None:
+    """kafka-reassign-partitions moves t-0 from brokers {1,2,3} to {1,2,4} while an
+    idempotent acks=all producer writes: --execute starts it, --list and --verify follow
+    it, broker 4 catches up and joins the ISR, broker 3 leaves it and empties its copy;
+    no send fails and every acknowledged record is read back. A target naming a broker
+    that is not alive is refused, and a move can be cancelled."""
+    # A paused broker stays registered through the cancel below.
+    cluster = local_cluster(brokers=4, config={**FAST, "zookeeper.session.timeout.ms": 30000})
+    zk = zk_of(cluster)
+    zk.wait_until_registered({1, 2, 3, 4})
+    wait_for("a controller in /controller", lambda: zk.exists("/controller"), 30)
+    bs = ["--bootstrap-server", cluster.bootstrap_servers]
+    create = ["--create", "--topic", TOPIC, "--replica-assignment", "1:2:3,2:3:1"]
+    tool(version, "kafka-topics", *bs, *create, "--config", "min.insync.replicas=2")
+    zk.wait_until_isr(TOPIC, [0, 1], {1, 2, 3})
+    writer = BackgroundProducer(
+        cluster.bootstrap_servers, TOPIC, 2, rate=200, enable_idempotence=True, message_timeout_ms=60000
+    )
+    try:
+        wait_for("first writes acknowledged", lambda: writer.acked_since(0.0), 30)
+        # Records broker 4 must copy before it can join the ISR.
+        wait_for("a few thousand records", lambda: len(writer.acked) >= 2000, 60)
+
+        def plan(name: str, replicas: list[int]) -> str:
+            path = tmp_path / name
+            move = {"topic": TOPIC, "partition": 0, "replicas": replicas}
+            path.write_text(json.dumps({"version": 1, "partitions": [move]}))
+            return str(path)
+
+        refused = tool(
+            version,
+            "kafka-reassign-partitions",
+            *bs,
+            "--reassignment-json-file",
+            plan("dead.json", [1, 2, 9]),
+            "--execute",
+            check=False,
+        )
+        assert refused.returncode != 0 and "9" in refused.stdout + refused.stderr, refused
+        assert zk.assignment(TOPIC)[0] == [1, 2, 3]
+
+        target = plan("move.json", [1, 2, 4])
+        out = tool(
+            version, "kafka-reassign-partitions", *bs, "--reassignment-json-file", target, "--execute"
+        ).stdout
+        assert f"Successfully started partition reassignment for {TOPIC}-0" in out, out
+
+        def verified() -> bool:
+            out = tool(
+                version, "kafka-reassign-partitions", *bs, "--reassignment-json-file", target, "--verify"
+            ).stdout
+            return f"Reassignment of partition {TOPIC}-0 is completed" in out
+
+        wait_for(f"{TOPIC}-0 moved to [1, 2, 4]", verified, 120, 1.0)
+        after = time.monotonic()
+        wait_for("writes acknowledged after the move", lambda: writer.acked_since(after), 30)
+    finally:
+        writer.stop()
+    assert not writer.failed, writer.failed[:5]
+    assert zk.assignment(TOPIC) == {0: [1, 2, 4], 1: [2, 3, 1]}
+    topic = zk.json(f"/brokers/topics/{TOPIC}")
+    assert (topic["adding_replicas"], topic["removing_replicas"]) == ({}, {}), topic
+    zk.wait_until_isr(TOPIC, [0], {1, 2, 4})
+    assert set(zk.isr(TOPIC, 0)) == {1, 2, 4}
+    assert (
+        "No partition reassignments found" in tool(version, "kafka-reassign-partitions", *bs, "--list").stdout
+    )
+
+    consumed = consume_all(
+        cluster.bootstrap_servers, TOPIC, [0, 1], timeout=120, settle=next_offsets(writer.acked)
+    )
+    verdict = check_acknowledged(writer.acked, consumed)
+    assert verdict.ok, verdict
+
+    def moved_copies() -> bool:
+        logs = replica_logs(cluster, TOPIC, [0])
+        kept = [[r[:3] for r in logs[n][0][0]] for n in (1, 2, 4)]
+        return kept[0] == kept[1] == kept[2] and len(kept[0]) == len(consumed[0]) and not logs[3][0][0]
+
+    wait_for("brokers 1, 2 and 4 holding t-0 alike and broker 3 none of it", moved_copies, 30, 0.5)
+
+    # A move that cannot complete (its new replica stalled) is listed, and cancelling it
+    # goes back to the replicas it started from.
+    stalled = plan("stalled.json", [1, 2, 3])
+    cluster.pause(3)
+    try:
+        tool(version, "kafka-reassign-partitions", *bs, "--reassignment-json-file", stalled, "--execute")
+        assert zk.assignment(TOPIC)[0] == [1, 2, 3, 4]
+        listed = tool(version, "kafka-reassign-partitions", *bs, "--list").stdout
+        assert re.search(rf"{TOPIC}-0: replicas: 1,2,3,4\. adding: 3\. removing: 4", listed), listed
+        # The paused broker could not take the throttle clearing that follows a cancel.
+        cancel = ["--reassignment-json-file", stalled, "--cancel", "--preserve-throttles"]
+        out = tool(version, "kafka-reassign-partitions", *bs, *cancel).stdout
+        assert re.search(rf"Successfully cancelled partition reassignment for:? {TOPIC}-0", out), out
+        assert zk.assignment(TOPIC)[0] == [1, 2, 4]
+        topic = zk.json(f"/brokers/topics/{TOPIC}")
+        assert (topic["adding_replicas"], topic["removing_replicas"]) == ({}, {}), topic
+    finally:
+        cluster.resume(3)

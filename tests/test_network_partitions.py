@@ -1,11 +1,17 @@
-"""Network partitions: a broker cut off from ZooKeeper while it goes on running and
-serving its clients, through the cuttable links of ``LocalCluster(zookeeper_links=True)``.
-What the cut broker must still answer, what it must refuse, and that nothing a client was
-told is written goes missing once the link heals."""
+"""Network partitions: brokers cut off from ZooKeeper, from their clients and followers,
+or from both, while they go on running, through the cuttable links of
+``LocalCluster(zookeeper_links=True, listener_links=True)``. What a cut broker must still
+answer and what it must refuse; and rounds of partitions mixed with kill -9 and SIGSTOP
+under acks=all producers and consumers in both assign and subscribe modes, checked as
+Jepsen's Kafka workload checks them: nothing acknowledged lost or duplicated, no poll
+going back or skipping, no value read that the log does not hold, nothing unseen."""
 
 from __future__ import annotations
 
+import os
+import random
 import struct
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -14,8 +20,11 @@ import pytest
 from broker_helpers import connect, frame, parse_produce_v3, produce_request_v3, record_batch, recv_response
 from cluster_helpers import (
     NOT_LEADER_OR_FOLLOWER,
+    BackgroundConsumer,
+    BackgroundProducer,
     Zk,
     check_acknowledged,
+    check_reads,
     consume_all,
     next_offsets,
     produce_and_report,
@@ -24,7 +33,17 @@ from cluster_helpers import (
 )
 from cluster_helpers import assert_replicas_identical as replicas_identical
 from seglog.testing import LocalCluster
-from test_replication import BROKERS, FAST, SESSION_MS, TOPIC, MakeCluster, host_port, topic_with_full_isr, up
+from test_replication import (
+    BROKERS,
+    FAST,
+    SESSION_MS,
+    TOPIC,
+    MakeCluster,
+    host_port,
+    offsets_partition,
+    topic_with_full_isr,
+    up,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
 
@@ -155,3 +174,107 @@ def test_a_broker_cut_off_from_zookeeper_keeps_its_metadata_and_takes_no_writes(
     assert verdict.ok, verdict
     assert b"fenced" not in {v for records in consumed.values() for v in records.values()}
     wait_for("the replicas' logs identical", lambda: replicas_identical(cluster, TOPIC, parts), 30, 0.5)
+
+
+# ---------------------------------------------------------------- rounds of faults
+
+FAULTS = ("kill", "pause", "cut-listener", "cut-zookeeper", "isolate")
+TARGETS = ("leader", "controller", "coordinator")
+GROUP = "chaos-readers"
+SEEDS = [int(s) for s in os.environ.get("SEGLOG_CHAOS_SEEDS", "1,2").split(",")]
+ROUNDS = int(os.environ.get("SEGLOG_CHAOS_ROUNDS", "10"))
+
+
+def inject(cluster: LocalCluster, fault: str, n: int) -> Callable[[], None]:
+    """Applies ``fault`` to broker ``n``; returns what undoes it."""
+    if fault == "kill":
+        cluster.kill(n)
+        return lambda: cluster.start(n)
+    if fault == "pause":
+        cluster.pause(n)
+        return lambda: cluster.resume(n)
+    cut = {
+        "cut-listener": ("listener",),
+        "cut-zookeeper": ("zookeeper",),
+        "isolate": ("listener", "zookeeper"),
+    }
+    for link in cut[fault]:
+        getattr(cluster, f"cut_{link}")(n)
+
+    def heal() -> None:
+        for link in cut[fault]:
+            getattr(cluster, f"heal_{link}")(n)
+
+    return heal
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_rounds_of_partitions_kills_and_pauses_lose_nothing_acknowledged(
+    local_cluster: MakeCluster, zk_of: Callable[[LocalCluster], Zk], seed: int
+) -> None:
+    """``ROUNDS`` rounds, each one fault on one broker (the leader of a partition, the
+    controller, or the group's coordinator) held for 1 to 10 seconds, sometimes past the
+    ZooKeeper session timeout: kill -9, SIGSTOP, cut off from clients and followers, cut
+    off from ZooKeeper, or both; then healed, and the cluster back to full ISRs before the
+    next. Idempotent acks=all producers and two consumers (one assigned, one a group
+    member) run throughout. Unclean election is off and min.insync.replicas 2."""
+    rng = random.Random(seed)
+    cluster, zk = up(local_cluster, zk_of, config=FAST, zookeeper_links=True, listener_links=True)
+    parts = topic_with_full_isr(cluster, zk, min_insync_replicas="2")
+    writer = BackgroundProducer(
+        cluster.bootstrap_servers,
+        TOPIC,
+        len(parts),
+        rate=200,
+        enable_idempotence=True,
+        message_timeout_ms=120000,
+    )
+    readers = [
+        BackgroundConsumer(cluster.bootstrap_servers, TOPIC, len(parts)),
+        BackgroundConsumer(cluster.bootstrap_servers, TOPIC, len(parts), group=GROUP),
+    ]
+    offsets = "__consumer_offsets"
+    wait_for("the group's coordinator", lambda: zk.exists(f"/brokers/topics/{offsets}"), 60)
+    coordinator_partition = offsets_partition(GROUP, len(zk.assignment(offsets)))
+    zk.wait_until_isr(offsets, [coordinator_partition], BROKERS, timeout=60)
+    done = []
+    try:
+        wait_for("first writes acknowledged", lambda: writer.acked_since(0.0), 30)
+        for round_ in range(ROUNDS):
+            fault, target = rng.choice(FAULTS), rng.choice(TARGETS)
+            n = {
+                "leader": lambda: zk.leader(TOPIC, rng.choice(parts)),
+                "controller": zk.controller,
+                "coordinator": lambda: zk.leader(offsets, coordinator_partition),
+            }[target]()
+            hold = rng.uniform(1.0, 10.0)
+            undo = inject(cluster, fault, n)
+            time.sleep(hold)  # the fault's length, part of the scenario
+            undo()
+            done.append(f"{fault} {target} {n} {hold:.1f}s")
+            healed = time.monotonic()
+            zk.wait_until_registered(BROKERS, timeout=SESSION_MS / 1000 + 60)
+            zk.wait_until_isr(TOPIC, parts, BROKERS, timeout=120)
+            zk.wait_until_isr(offsets, [coordinator_partition], BROKERS, timeout=120)
+            wait_for(
+                f"round {round_}: writes acknowledged after healing",
+                lambda t=healed: writer.acked_since(t),
+                120,
+            )
+    finally:
+        writer.stop(timeout=150)
+    print(f"seed {seed}: {len(writer.acked)} acknowledged, {len(writer.failed)} failed; rounds: {done}")
+    zk.wait_until_isr(TOPIC, parts, BROKERS, timeout=120)
+    log = consume_all(cluster.bootstrap_servers, TOPIC, parts, timeout=120, settle=next_offsets(writer.acked))
+    ends = {p: max(log[p], default=-1) + 1 for p in parts}
+    try:
+        for r in readers:
+            wait_for("the readers at the end of the log", lambda r=r: r.caught_up(ends), 120)
+    finally:
+        for r in readers:
+            r.stop()
+    written = check_acknowledged(writer.acked, log)
+    assert written.ok, f"seed {seed}, rounds {done}: {written}"
+    read = check_reads(readers, writer.acked, log)
+    assert read.ok, f"seed {seed}, rounds {done}: {read}"
+    wait_for("the replicas' logs identical", lambda: replicas_identical(cluster, TOPIC, parts), 60, 0.5)

@@ -45,6 +45,8 @@ class _Broker:
         self.paused = False
         # With zookeeper_links: one cuttable link per ZooKeeper server.
         self.zookeeper_links: list[Link] = []
+        # With listener_links: the link everyone else reaches the broker through.
+        self.listener_link: Link | None = None
 
 
 class LocalCluster:
@@ -63,7 +65,10 @@ class LocalCluster:
     crash, a stall and a restart on the same store would. With ``zookeeper_links=True``
     each broker reaches ZooKeeper through its own :class:`~seglog.testing.Link`, so
     that :meth:`cut_zookeeper` can cut one broker off from ZooKeeper while it keeps
-    serving clients.
+    serving clients; with ``listener_links=True`` clients and the other brokers reach
+    each broker through one (its advertised listener), so that :meth:`cut_listener`
+    cuts everyone off from it while it keeps its ZooKeeper session and its own
+    connections out.
 
     >>> import tempfile
     >>> with LocalCluster(tempfile.mkdtemp()) as cluster:  # doctest: +SKIP
@@ -81,6 +86,7 @@ class LocalCluster:
         config: Mapping[str, object] | None = None,
         start_timeout: float = 60.0,
         zookeeper_links: bool = False,
+        listener_links: bool = False,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"brokers must be >= 1, got {brokers}")
@@ -94,6 +100,7 @@ class LocalCluster:
         self.config = {str(k): _text(v) for k, v in (config or {}).items()}
         self.start_timeout = start_timeout
         self.zookeeper_links = zookeeper_links
+        self.listener_links = listener_links
         self._own_zookeeper = zookeeper is None
         self.zookeeper = zookeeper if zookeeper is not None else ZooKeeper(self.dir / "zk")
         self._brokers = {n: _Broker(n, rack_names[n - 1], self.dir) for n in range(1, brokers + 1)}
@@ -136,7 +143,8 @@ class LocalCluster:
         return self.zookeeper.connect_string
 
     def address(self, n: int) -> str | None:
-        """``HOST:PORT`` broker ``n`` printed when it last started."""
+        """``HOST:PORT`` clients reach broker ``n`` at: what it printed when it last started,
+        or with ``listener_links`` its link."""
         return self._broker(n).address
 
     def rack(self, n: int) -> str | None:
@@ -230,6 +238,17 @@ class LocalCluster:
         for link in self._links(n):
             link.heal()
 
+    def cut_listener(self, n: int) -> None:
+        """Cut clients and the other brokers off from broker ``n`` until
+        :meth:`heal_listener`: connections to it break and new ones are refused, while it
+        keeps its ZooKeeper session and its connections to the others. Needs
+        ``listener_links=True``."""
+        self._listener_link(n).cut()
+
+    def heal_listener(self, n: int) -> None:
+        """Let clients and the other brokers reach broker ``n`` again."""
+        self._listener_link(n).heal()
+
     def wait_until_ready(self, timeout: float = 60.0) -> None:
         """Until the running brokers' Metadata names every one of them and a controller:
         what a client needs before it creates replicated topics."""
@@ -263,9 +282,10 @@ class LocalCluster:
         ``timeout`` seconds), then stop ZooKeeper if the cluster started it."""
         self._terminate(list(self._brokers.values()), timeout)
         for b in self._brokers.values():
-            for link in b.zookeeper_links:
+            for link in [*b.zookeeper_links, *([b.listener_link] if b.listener_link else [])]:
                 link.close()
             b.zookeeper_links = []
+            b.listener_link = None
         if self._own_zookeeper:
             self.zookeeper.stop()
 
@@ -287,6 +307,14 @@ class LocalCluster:
             b.zookeeper_links = [Link(server) for server in self.zookeeper.connect_string.split(",")]
         return b.zookeeper_links
 
+    def _listener_link(self, n: int) -> Link:
+        b = self._broker(n)
+        if not self.listener_links:
+            raise ValueError("clients reach the brokers directly: make the cluster with listener_links=True")
+        if b.listener_link is None:
+            b.listener_link = Link()
+        return b.listener_link
+
     def zookeeper_connect_of(self, n: int) -> str:
         """The ``zookeeper.connect`` broker ``n`` is given: through its links, with them."""
         if not self.zookeeper_links:
@@ -300,6 +328,8 @@ class LocalCluster:
         argv += ["--listen", b.listen, "--node-id", str(n)]
         if b.rack is not None:
             argv += ["--rack", b.rack]
+        if self.listener_links:
+            argv += ["--advertised-listener", self._listener_link(n).address]
         argv += ["--zookeeper", self.zookeeper_connect_of(n)]
         for key, value in self.config.items():
             argv += ["--config", f"{key}={value}"]
@@ -335,6 +365,9 @@ class LocalCluster:
                 for line in f.read().decode(errors="replace").splitlines():
                     if line.startswith("seglog: broker ") and LISTENING in line:
                         b.address = b.listen = line.rsplit(LISTENING, 1)[1].strip()
+                        if b.listener_link is not None:
+                            b.listener_link.target = b.listen
+                            b.address = b.listener_link.address
                         return
             if b.proc.poll() is not None:
                 raise RuntimeError(

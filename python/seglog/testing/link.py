@@ -14,7 +14,8 @@ _CHUNK = 64 * 1024
 
 
 class Link:
-    """Forwards every connection made to :attr:`address` to ``target`` (``host:port``).
+    """Forwards every connection made to :attr:`address` to ``target`` (``host:port``,
+    which may be set later).
 
     :meth:`cut` closes the connections open through the link and, until :meth:`heal`,
     closes each new one as soon as it is accepted: to both ends the other has gone
@@ -22,9 +23,10 @@ class Link:
     forwarded unchanged and in order; a link that is not cut adds no fault of its own.
     """
 
-    def __init__(self, target: str) -> None:
-        host, _, port = target.rpartition(":")
-        self.target = (host or "127.0.0.1", int(port))
+    def __init__(self, target: str | None = None) -> None:
+        self._target: tuple[str, int] | None = None
+        if target is not None:
+            self.target = target
         self._listener = socket.create_server(("127.0.0.1", 0))
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
@@ -34,7 +36,18 @@ class Link:
         self._accepting.start()
 
     def __repr__(self) -> str:
-        return f"Link({self.address} -> {self.target[0]}:{self.target[1]}, cut={self._cut})"
+        return f"Link({self.address} -> {self.target}, cut={self._cut})"
+
+    @property
+    def target(self) -> str | None:
+        """``host:port`` connections are forwarded to; until one is set (a server not
+        started yet), connections are closed as on a cut link."""
+        return None if self._target is None else f"{self._target[0]}:{self._target[1]}"
+
+    @target.setter
+    def target(self, target: str) -> None:
+        host, _, port = target.rpartition(":")
+        self._target = (host.strip("[]") or "127.0.0.1", int(port))
 
     def __enter__(self) -> Link:
         return self
@@ -86,12 +99,13 @@ class Link:
             except OSError:
                 return
             with self._lock:
-                refused = self._cut or self._closed
-            if refused:
+                target = self._target
+                refused = self._cut or self._closed or target is None
+            if refused or target is None:
                 _close(client)
                 continue
             try:
-                server = socket.create_connection(self.target, timeout=5)
+                server = socket.create_connection(target, timeout=5)
                 server.settimeout(None)
             except OSError:
                 _close(client)

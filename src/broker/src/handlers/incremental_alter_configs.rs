@@ -45,7 +45,14 @@ pub async fn handle(shared: &Arc<Shared>, r: IncrementalAlterConfigsRequest, _ve
                         })
                     }
                     RESOURCE_BROKER => {
-                        let keys: Vec<String> = ops.iter().map(|o| o.0.clone()).collect();
+                        // Deleting a dynamic value there is none of changes nothing,
+                        // as in Kafka (what `kafka-reassign-partitions --verify`
+                        // does to clear throttles).
+                        let keys: Vec<String> = ops
+                            .iter()
+                            .filter(|o| configs::Op::from_id(o.1) != Some(configs::Op::Delete))
+                            .map(|o| o.0.clone())
+                            .collect();
                         configs::alter_broker(name, node, &keys).map(|()| None)
                     }
                     other => Err((

@@ -7,6 +7,7 @@
 //! client can retry with one it has.
 
 mod alter_configs;
+mod alter_partition_reassignments;
 mod api_versions;
 mod configs;
 mod controlled_shutdown;
@@ -29,6 +30,7 @@ mod join_group;
 mod leave_group;
 mod list_groups;
 mod list_offsets;
+mod list_partition_reassignments;
 mod metadata;
 mod offset_commit;
 mod offset_delete;
@@ -71,6 +73,16 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeCluster, describe_cluster::VERSIONS.0, describe_cluster::VERSIONS.1),
     (ApiKey::DescribeLogDirs, describe_log_dirs::VERSIONS.0, describe_log_dirs::VERSIONS.1),
     (ApiKey::ElectLeaders, elect_leaders::VERSIONS.0, elect_leaders::VERSIONS.1),
+    (
+        ApiKey::AlterPartitionReassignments,
+        alter_partition_reassignments::VERSIONS.0,
+        alter_partition_reassignments::VERSIONS.1,
+    ),
+    (
+        ApiKey::ListPartitionReassignments,
+        list_partition_reassignments::VERSIONS.0,
+        list_partition_reassignments::VERSIONS.1,
+    ),
     (ApiKey::OffsetForLeaderEpoch, offset_for_leader_epoch::VERSIONS.0, offset_for_leader_epoch::VERSIONS.1),
     (ApiKey::FindCoordinator, find_coordinator::VERSIONS.0, find_coordinator::VERSIONS.1),
     (ApiKey::JoinGroup, join_group::VERSIONS.0, join_group::VERSIONS.1),
@@ -139,6 +151,8 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::DescribeCluster => "DescribeCluster",
         ApiKey::DescribeLogDirs => "DescribeLogDirs",
         ApiKey::ElectLeaders => "ElectLeaders",
+        ApiKey::AlterPartitionReassignments => "AlterPartitionReassignments",
+        ApiKey::ListPartitionReassignments => "ListPartitionReassignments",
         ApiKey::OffsetForLeaderEpoch => "OffsetForLeaderEpoch",
         ApiKey::FindCoordinator => "FindCoordinator",
         ApiKey::JoinGroup => "JoinGroup",
@@ -213,6 +227,10 @@ pub async fn handle(shared: &Arc<Shared>, frame: Bytes) -> Outcome {
         RequestKind::DescribeCluster(r) => describe_cluster::handle(shared, r, version).await,
         RequestKind::DescribeLogDirs(r) => describe_log_dirs::handle(shared, r).await,
         RequestKind::ElectLeaders(r) => elect_leaders::handle(shared, r, version).await,
+        RequestKind::AlterPartitionReassignments(r) => {
+            alter_partition_reassignments::handle(shared, r, version).await
+        }
+        RequestKind::ListPartitionReassignments(r) => list_partition_reassignments::handle(shared, r).await,
         RequestKind::OffsetForLeaderEpoch(r) => offset_for_leader_epoch::handle(shared, r, version).await,
         RequestKind::FindCoordinator(r) => find_coordinator::handle(shared, r, version).await,
         RequestKind::JoinGroup(r) => join_group::handle(shared, r, &header, version).await,

@@ -256,6 +256,10 @@ pub async fn reconcile(
         }
     }
     ctl.known = view.brokers.iter().map(|(id, b)| (*id, b.epoch)).collect();
+    if written == 0 {
+        // Reassignments finish on a view the pass above left as it was.
+        written += super::reassignment::complete(client, ctl, view).await?;
+    }
     Ok(written)
 }
 
@@ -292,6 +296,28 @@ pub(super) async fn write_state(
             source: ZkError::BadVersion | ZkError::NodeExists | ZkError::NoNode,
             ..
         }) => Ok(false),
+        Err(e) => Err(Fenced::Zk(e.into())),
+    }
+}
+
+/// Sets `path` to `data` under the controller epoch check, conditional on
+/// the znode's `version`: `Ok(false)` if it changed since it was read.
+pub(super) async fn write_checked(
+    client: &Client,
+    ctl: &ControllerState,
+    path: &str,
+    data: &[u8],
+    version: i32,
+) -> Result<bool, Fenced> {
+    let mut multi = client.new_multi_writer();
+    multi.add_check_version(znodes::CONTROLLER_EPOCH, ctl.epoch_zk_version)?;
+    multi.add_set_data(path, data, Some(version))?;
+    match multi.commit().await {
+        Ok(_) => Ok(true),
+        Err(MultiWriteError::OperationFailed { index: 0, .. }) => Err(Fenced::Deposed),
+        Err(MultiWriteError::OperationFailed { source: ZkError::BadVersion | ZkError::NoNode, .. }) => {
+            Ok(false)
+        }
         Err(e) => Err(Fenced::Zk(e.into())),
     }
 }

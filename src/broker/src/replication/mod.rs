@@ -10,6 +10,7 @@
 //!   leader's followers, ISR and high watermark; acks=all waiting.
 //! - `topics`: creating, configuring, growing and deleting topics through
 //!   their znodes, as the admin requests ask.
+//! - `reassignment`: moving a partition's replicas (KIP-455).
 //! - `shutdown`: controlled shutdown, both the stopping broker's side and
 //!   the controller's.
 //! - `fetcher`: a follower's fetch loop, one per leader, with truncation by
@@ -23,6 +24,7 @@ mod elections;
 mod fetcher;
 mod partition;
 pub mod placement;
+mod reassignment;
 pub mod shutdown;
 mod topics;
 mod view;
@@ -43,6 +45,7 @@ use self::controller::{ControllerState, Fenced};
 pub use self::elections::Elected;
 pub use self::partition::Partition;
 use self::partition::{PartitionKey, SharedPartition};
+pub use self::reassignment::{Ongoing, Reassigned};
 pub use self::topics::Placing;
 pub use self::view::ClusterView;
 use crate::config::BrokerConfig;

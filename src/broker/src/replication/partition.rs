@@ -194,6 +194,7 @@ impl Replication {
             }
             for (p, replicas) in topic.assignment.iter().enumerate() {
                 if !replicas.contains(&self.node_id) {
+                    self.drop_replica(name, p as i32);
                     continue;
                 }
                 if let Some(Some(s)) = topic.states.get(p) {
@@ -219,6 +220,27 @@ impl Replication {
             }
         }
         self.bump();
+    }
+
+    /// A partition reassigned away from this broker: it stops leading or
+    /// following it, and empties its copy (Kafka's StopReplica with delete).
+    fn drop_replica(&self, topic: &str, partition: i32) {
+        let key = (topic.to_string(), partition);
+        if !self.partitions.read().contains_key(&key) {
+            return;
+        }
+        let Some(shared) = self.partitions.write().remove(&key) else { return };
+        shared.write().role = Role::None;
+        let emptied =
+            self.store.partition(topic, partition).and_then(|log| log.truncate_fully_and_start_at(0));
+        match emptied {
+            Ok(()) => note("info", "replica_removed", &[("topic", &topic), ("partition", &partition)]),
+            Err(e) => note(
+                "warn",
+                "replica_remove_failed",
+                &[("topic", &topic), ("partition", &partition), ("error", &e)],
+            ),
+        }
     }
 
     /// Creates (or grows) the local topic `view` describes, under its
@@ -284,6 +306,21 @@ impl Replication {
         };
         let shared = self.partitions.write().entry(key).or_default().clone();
         let mut r = shared.write();
+        if let Role::Leader(l) = &r.role {
+            // A reassignment adds followers, or removes them, with or
+            // without a new state.
+            let now = Instant::now();
+            let mut followers = l.followers.lock();
+            followers.retain(|b, _| replicas.contains(b));
+            for &b in replicas.iter().filter(|&&b| b != self.node_id) {
+                followers.entry(b).or_insert(Replica {
+                    leo: -1,
+                    last_caught_up: now,
+                    last_fetch_leader_leo: -1,
+                    last_fetch: now,
+                });
+            }
+        }
         let newer = match r.applied {
             None => true,
             Some((epoch, v)) => s.leader_epoch > epoch || (s.leader_epoch == epoch && version > v),

@@ -29,6 +29,31 @@ pub struct TopicView {
     pub config_version: i32,
     /// Each partition's state; `None` until the controller created it.
     pub states: Vec<Option<VersionedState>>,
+    /// Ongoing reassignments: per partition, the replicas being added and
+    /// those being removed (the assignment holds both until it completes).
+    pub adding: znodes::ReplicaSets,
+    pub removing: znodes::ReplicaSets,
+    /// The topic znode's version, what a write of a reassignment names.
+    pub zk_version: i32,
+}
+
+impl TopicView {
+    /// Where partition `p` is going: its assignment without the replicas
+    /// being removed (the assignment itself when none is).
+    pub fn target(&self, p: i32) -> Vec<i32> {
+        let removing = self.removing.get(&p);
+        self.assignment
+            .get(usize::try_from(p).unwrap_or(usize::MAX))
+            .into_iter()
+            .flatten()
+            .copied()
+            .filter(|r| !removing.is_some_and(|rs| rs.contains(r)))
+            .collect()
+    }
+
+    pub fn reassigning(&self, p: i32) -> bool {
+        self.adding.contains_key(&p) || self.removing.contains_key(&p)
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -92,9 +117,10 @@ pub async fn read(client: &Client) -> Result<ClusterView, ZkError> {
     view.controller =
         data(client, znodes::CONTROLLER).await?.and_then(|(d, _)| znodes::controller_from_json(&d));
     for name in children(client, znodes::BROKER_TOPICS).await? {
-        let Some((d, _)) = data(client, &znodes::topic_path(&name)).await? else { continue };
+        let Some((d, topic_stat)) = data(client, &znodes::topic_path(&name)).await? else { continue };
         let Some(assignment) = znodes::assignment_from_json(&d) else { continue };
         let topic_id = znodes::topic_id_from_json(&d);
+        let (adding, removing) = znodes::reassignment_from_json(&d);
         let (config, config_version) = data(client, &znodes::topic_config_path(&name))
             .await?
             .map(|(d, stat)| (znodes::topic_config_from_json(&d), stat.version))
@@ -106,7 +132,19 @@ pub async fn read(client: &Client) -> Result<ClusterView, ZkError> {
             });
             states.push(state);
         }
-        view.topics.insert(name, TopicView { assignment, topic_id, config, config_version, states });
+        view.topics.insert(
+            name,
+            TopicView {
+                assignment,
+                topic_id,
+                config,
+                config_version,
+                states,
+                adding,
+                removing,
+                zk_version: topic_stat.version,
+            },
+        );
     }
     Ok(view)
 }

@@ -167,6 +167,51 @@ pub fn assignment_from_json(data: &[u8]) -> Option<Vec<Vec<i32>>> {
     Some(out)
 }
 
+/// Per partition, replicas: what a topic znode's `adding_replicas` or
+/// `removing_replicas` holds during a reassignment.
+pub type ReplicaSets = BTreeMap<i32, Vec<i32>>;
+
+/// A topic znode's ongoing reassignments: (`adding_replicas`,
+/// `removing_replicas`), empty without any (or in JSON older than version 2).
+pub fn reassignment_from_json(data: &[u8]) -> (ReplicaSets, ReplicaSets) {
+    let parse = |v: &Value| -> ReplicaSets {
+        v.as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(p, rs)| {
+                let p: i32 = p.parse().ok()?;
+                let rs: Vec<i32> = rs
+                    .as_array()?
+                    .iter()
+                    .map(|r| r.as_i64().and_then(|r| i32::try_from(r).ok()))
+                    .collect::<Option<_>>()?;
+                (!rs.is_empty()).then_some((p, rs))
+            })
+            .collect()
+    };
+    let Ok(v) = serde_json::from_slice::<Value>(data) else { return Default::default() };
+    (parse(&v["adding_replicas"]), parse(&v["removing_replicas"]))
+}
+
+/// A topic znode's JSON with its partitions, `adding_replicas` and
+/// `removing_replicas` replaced, everything else (the topic id) kept.
+pub fn reassignment_replaced(
+    existing: &[u8],
+    assignment: &[Vec<i32>],
+    adding: &ReplicaSets,
+    removing: &ReplicaSets,
+) -> Option<Vec<u8>> {
+    let mut v: Value = serde_json::from_slice(&assignment_replaced(existing, assignment)?).ok()?;
+    let sets = |s: &ReplicaSets| -> Value {
+        Value::Object(s.iter().map(|(p, rs)| (p.to_string(), json!(rs))).collect())
+    };
+    let map = v.as_object_mut()?;
+    map.insert("version".into(), json!(3));
+    map.insert("adding_replicas".into(), sets(adding));
+    map.insert("removing_replicas".into(), sets(removing));
+    Some(v.to_string().into_bytes())
+}
+
 /// The topic id a topic znode carries (Kafka's since 2.8), if any.
 pub fn topic_id_from_json(data: &[u8]) -> Option<String> {
     let v: Value = serde_json::from_slice(data).ok()?;

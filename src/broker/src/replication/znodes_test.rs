@@ -39,3 +39,21 @@ fn kafka_json_round_trips() {
     assert_eq!(cluster_id_from_json(&cluster_id_to_json("abc")), Some("abc".into()));
     assert_eq!(producer_id_block_end(&producer_id_block_to_json(1, 1000, 1999)), Some(1999));
 }
+
+#[test]
+fn reassignments_in_kafkas_topic_json() {
+    // As Kafka's controller writes a topic moving partition 0 from [1,2,3] to [1,2,4].
+    let kafka = br#"{"partitions":{"0":[1,2,4,3],"1":[2,3,1]},"topic_id":"AAAAAAAAAAAAAAAAAAAAAA","adding_replicas":{"0":[4]},"removing_replicas":{"0":[3]},"version":3}"#;
+    let (adding, removing) = reassignment_from_json(kafka);
+    assert_eq!(adding, BTreeMap::from([(0, vec![4])]));
+    assert_eq!(removing, BTreeMap::from([(0, vec![3])]));
+    assert_eq!(reassignment_from_json(&assignment_to_json(&[vec![1]])), Default::default());
+    assert_eq!(reassignment_from_json(br#"{"version":1,"partitions":{"0":[1]}}"#), Default::default());
+    // Completed: the target alone, the sets emptied, the topic id kept.
+    let done =
+        reassignment_replaced(kafka, &[vec![1, 2, 4], vec![2, 3, 1]], &BTreeMap::new(), &BTreeMap::new())
+            .unwrap();
+    assert_eq!(assignment_from_json(&done), Some(vec![vec![1, 2, 4], vec![2, 3, 1]]));
+    assert_eq!(reassignment_from_json(&done), Default::default());
+    assert_eq!(topic_id_from_json(&done).as_deref(), Some("AAAAAAAAAAAAAAAAAAAAAA"));
+}

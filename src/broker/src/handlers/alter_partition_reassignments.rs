@@ -1,0 +1,71 @@
+//! AlterPartitionReassignments (`Admin.alterPartitionReassignments`,
+//! `kafka-reassign-partitions --execute` and `--cancel`): sent to the
+//! controller, which starts or cancels each partition's move (see
+//! `replication::reassignment`). A single broker is no cluster to move
+//! replicas in: it answers as a broker that is not the controller.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::alter_partition_reassignments_response::{
+    ReassignablePartitionResponse, ReassignableTopicResponse,
+};
+use kafka_protocol::messages::{
+    AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, ResponseKind,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError as E;
+
+use super::Reply;
+use crate::server::Shared;
+
+/// v1 adds `allow_replication_factor_change` (KIP-860).
+pub const VERSIONS: (i16, i16) = (0, 1);
+
+pub async fn handle(shared: &Arc<Shared>, r: AlterPartitionReassignmentsRequest, version: i16) -> Reply {
+    let allow_change = version < 1 || r.allow_replication_factor_change;
+    let answer = |code: i16, message: Option<String>, responses: Vec<ReassignableTopicResponse>| {
+        shared.metrics.error("AlterPartitionReassignments", code);
+        Reply::Message(Box::new(ResponseKind::AlterPartitionReassignments(
+            AlterPartitionReassignmentsResponse::default()
+                .with_error_code(code)
+                .with_error_message(message.map(StrBytes::from_string))
+                .with_allow_replication_factor_change(allow_change)
+                .with_responses(responses),
+        )))
+    };
+    let wanted: Vec<((String, i32), Option<Vec<i32>>)> = r
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| {
+                let target = p.replicas.as_ref().map(|rs| rs.iter().map(|b| b.0).collect());
+                ((t.name.0.to_string(), p.partition_index), target)
+            })
+        })
+        .collect();
+    let Some(repl) = &shared.replication else {
+        return answer(E::NotController.code(), Some("this broker is not in a cluster".into()), Vec::new());
+    };
+    match repl.alter_reassignments(wanted, allow_change).await {
+        Err((code, message)) => answer(code, Some(message), Vec::new()),
+        Ok(results) => {
+            let mut topics: Vec<ReassignableTopicResponse> = Vec::new();
+            for ((topic, p), code, message) in results {
+                shared.metrics.error("AlterPartitionReassignments", code);
+                let partition = ReassignablePartitionResponse::default()
+                    .with_partition_index(p)
+                    .with_error_code(code)
+                    .with_error_message(message.map(StrBytes::from_string));
+                match topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
+                    Some(t) => t.partitions.push(partition),
+                    None => topics.push(
+                        ReassignableTopicResponse::default()
+                            .with_name(StrBytes::from_string(topic).into())
+                            .with_partitions(vec![partition]),
+                    ),
+                }
+            }
+            answer(0, None, topics)
+        }
+    }
+}
