@@ -16,6 +16,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError as E;
 
 use super::Reply;
+use crate::replication::Target;
 use crate::server::Shared;
 
 /// v1 adds `allow_replication_factor_change` (KIP-860).
@@ -33,7 +34,7 @@ pub async fn handle(shared: &Arc<Shared>, r: AlterPartitionReassignmentsRequest,
                 .with_responses(responses),
         )))
     };
-    let wanted: Vec<((String, i32), Option<Vec<i32>>)> = r
+    let wanted: Vec<Target> = r
         .topics
         .iter()
         .flat_map(|t| {

@@ -45,7 +45,7 @@ use self::controller::{ControllerState, Fenced};
 pub use self::elections::Elected;
 pub use self::partition::Partition;
 use self::partition::{PartitionKey, SharedPartition};
-pub use self::reassignment::{Ongoing, Reassigned};
+pub use self::reassignment::{Ongoing, Reassigned, Target};
 pub use self::topics::Placing;
 pub use self::view::ClusterView;
 use crate::config::BrokerConfig;

@@ -24,6 +24,9 @@ use crate::logline::log;
 /// One partition's outcome: its Kafka code and, for a refusal, why.
 pub type Reassigned = ((String, i32), i16, Option<String>);
 
+/// A partition and the replicas it is to move to (`None`: cancel its move).
+pub type Target = ((String, i32), Option<Vec<i32>>);
+
 /// An ongoing reassignment: the partition, its replicas, adding, removing.
 pub type Ongoing = ((String, i32), Vec<i32>, Vec<i32>, Vec<i32>);
 
@@ -35,7 +38,7 @@ impl Replication {
     /// partition, on the controller.
     pub async fn alter_reassignments(
         &self,
-        wanted: Vec<((String, i32), Option<Vec<i32>>)>,
+        wanted: Vec<Target>,
         allow_replication_factor_change: bool,
     ) -> Result<Vec<Reassigned>, (i16, String)> {
         let client = self.connected()?;
@@ -125,12 +128,13 @@ fn refused(code: E, why: String) -> Step {
     Ok(Some(Err((code.code(), Some(why)))))
 }
 
-/// The partition's (assignment, original replicas, state) as the view has them.
+/// The partition's original replicas (its assignment less those being added)
+/// and its state, as the view has them.
 fn partition<'a>(
     view: &'a ClusterView,
     topic: &str,
     p: i32,
-) -> Result<(&'a [i32], Vec<i32>, &'a view::VersionedState), (E, String)> {
+) -> Result<(Vec<i32>, &'a view::VersionedState), (E, String)> {
     let unknown = || (E::UnknownTopicOrPartition, format!("The partition {topic}-{p} does not exist."));
     let t = view.topics.get(topic).ok_or_else(unknown)?;
     let rs = t.assignment.get(usize::try_from(p).map_err(|_| unknown())?).ok_or_else(unknown)?;
@@ -139,7 +143,7 @@ fn partition<'a>(
     let state = view
         .state(topic, p)
         .ok_or_else(|| (E::LeaderNotAvailable, format!("{topic}-{p} has no leader yet")))?;
-    Ok((rs, ors, state))
+    Ok((ors, state))
 }
 
 async fn start(
@@ -151,7 +155,7 @@ async fn start(
     trs: &[i32],
     allow_replication_factor_change: bool,
 ) -> Step {
-    let (_, ors, current) = match partition(view, topic, p) {
+    let (ors, current) = match partition(view, topic, p) {
         Ok(found) => found,
         Err((code, why)) => return refused(code, why),
     };
@@ -215,7 +219,7 @@ async fn start(
 }
 
 async fn cancel(client: &Client, ctl: &ControllerState, view: &ClusterView, topic: &str, p: i32) -> Step {
-    let (_, ors, _) = match partition(view, topic, p) {
+    let (ors, _) = match partition(view, topic, p) {
         Ok(found) => found,
         Err((code, why)) => return refused(code, why),
     };
