@@ -17,10 +17,12 @@ import seglog
 from broker_helpers import assert_serves, connect, frame, recv_response
 from cluster_helpers import (
     Ack,
+    BackgroundConsumer,
     BackgroundProducer,
     Zk,
     assert_replicas_identical,
     check_acknowledged,
+    check_reads,
     consume_all,
     create_topic,
     metadata,
@@ -59,6 +61,30 @@ def test_checker_finds_lost_moved_and_duplicated_values() -> None:
     assert check_acknowledged(acked, {0: {0: b"a", 1: b"b", 2: b"c"}}).lost == [Ack(1, 0, b"d")]
 
 
+def test_read_checker_finds_polls_back_skips_changed_values_and_unseen() -> None:
+    from types import SimpleNamespace
+
+    log = {0: {0: b"a", 1: b"b", 2: b"c", 3: b"d"}}
+    acked = [Ack(0, o, v) for o, v in log[0].items()]
+    good = SimpleNamespace(polled={0: [(0, b"a", 1), (1, b"b", 1), (2, b"c", 1), (3, b"d", 1)]})
+    # A new assignment (generation 2) may go back to the committed offset.
+    rebalanced = SimpleNamespace(
+        polled={0: [(0, b"a", 1), (1, b"b", 1), (1, b"b", 2), (2, b"c", 2), (3, b"d", 2)]}
+    )
+    verdict = check_reads([good, rebalanced], acked, log)
+    assert verdict.ok, verdict
+    assert verdict.polled == 9
+    # Reset to the start within one assignment, a skip, a value the log lost, one never read.
+    bad = SimpleNamespace(polled={0: [(0, b"a", 1), (1, b"b", 1), (0, b"a", 1), (2, b"x", 1)]})
+    verdict = check_reads([bad], acked, log)  # type: ignore[list-item]
+    assert not verdict.ok
+    assert verdict.nonmonotonic == [(0, 1, 0)]
+    assert verdict.skipped == [(0, 0, 2)]
+    assert verdict.inconsistent == [(0, 2, b"x", b"c")]
+    assert verdict.unseen == [Ack(0, 2, b"c"), Ack(0, 3, b"d")]
+    assert "1 polls went back" in str(verdict)
+
+
 def test_store_log_reads_every_record_and_batch(store: seglog.Store) -> None:
     store.create_topic("t", partitions=1)
     for i in range(30):
@@ -85,6 +111,19 @@ def test_background_producer_and_reader_agree(broker: seglog.Broker, store: segl
     verdict = check_acknowledged(writer.acked, consumed)
     assert verdict.ok and verdict.unacked_present == 0, verdict
     assert sum(len(c) for c in consumed.values()) == len(writer.acked)
+    readers = [
+        BackgroundConsumer(broker.bootstrap_servers, "t", 3),
+        BackgroundConsumer(broker.bootstrap_servers, "t", 3, group="helpers"),
+    ]
+    ends = {p: len(consumed[p]) for p in range(3)}
+    try:
+        for r in readers:
+            wait_for("the readers at the end", lambda r=r: r.caught_up(ends), 60)
+    finally:
+        for r in readers:
+            r.stop()
+    read = check_reads(readers, writer.acked, consumed)
+    assert read.ok and read.polled == 2 * len(writer.acked), read
 
 
 def test_znode_readers(zookeeper: ZooKeeper) -> None:
