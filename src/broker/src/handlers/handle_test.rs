@@ -230,6 +230,23 @@ fn request(key: ApiKey) -> RequestKind {
         ApiKey::OffsetDelete => RequestKind::OffsetDelete(
             OffsetDeleteRequest::default().with_group_id(GroupId(StrBytes::from_static_str("g"))),
         ),
+        ApiKey::AlterPartitionReassignments => {
+            use kafka_protocol::messages::alter_partition_reassignments_request::{
+                ReassignablePartition, ReassignableTopic,
+            };
+            RequestKind::AlterPartitionReassignments(
+                kafka_protocol::messages::AlterPartitionReassignmentsRequest::default().with_topics(vec![
+                    ReassignableTopic::default()
+                        .with_name(TopicName(StrBytes::from_static_str("t")))
+                        .with_partitions(vec![ReassignablePartition::default()
+                            .with_partition_index(0)
+                            .with_replicas(Some(vec![kafka_protocol::messages::BrokerId(1)]))]),
+                ]),
+            )
+        }
+        ApiKey::ListPartitionReassignments => RequestKind::ListPartitionReassignments(
+            kafka_protocol::messages::ListPartitionReassignmentsRequest::default(),
+        ),
         other => panic!("no seed request for {other:?}: add one here, so the API is fuzzed"),
     }
 }
