@@ -1,7 +1,7 @@
-"""Operating a cluster as Kafka's operators do, under load: a rolling restart with
-controlled shutdown (SIGTERM hands every leadership over before the broker leaves), checked
-on ZooKeeper's znodes (the order of the writes), on what the producers were told, and on
-the logs."""
+"""Operating a cluster as Kafka's operators do: a rolling restart with controlled shutdown
+under load (SIGTERM hands every leadership over before the broker leaves), checked on
+ZooKeeper's znodes (the order of the writes), on what the producers were told, and on the
+logs; and consumers reading from the replica in their own rack (KIP-392)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,20 @@ import time
 from collections.abc import Callable
 
 import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka.admin import NewTopic
 
-from cluster_helpers import BackgroundProducer, Zk, check_acknowledged, consume_all, next_offsets, wait_for
+from cluster_helpers import (
+    BackgroundProducer,
+    Zk,
+    admin,
+    check_acknowledged,
+    consume_all,
+    next_offsets,
+    produce_and_report,
+    producer,
+    wait_for,
+)
 from seglog.testing import LocalCluster
 from test_replication import BROKERS, FAST, TOPIC, MakeCluster, topic_with_full_isr, up
 
@@ -87,3 +99,69 @@ def test_a_rolling_restart_with_controlled_shutdown_fails_no_send(
     )
     verdict = check_acknowledged(writer.acked, consumed)
     assert verdict.ok, verdict
+
+
+def test_a_consumer_reads_from_the_replica_in_its_rack(
+    local_cluster: MakeCluster, zk_of: Callable[[LocalCluster], Zk]
+) -> None:
+    """KIP-392 with replica.selector.class = Kafka's RackAwareReplicaSelector: a consumer
+    with client.rack r2 is sent by the leader (broker 1, rack r1) to broker 2, the in-sync
+    replica in r2, and reads every record from it; a consumer naming no rack reads from
+    the leader. Measured by what each consumer received from each broker."""
+    selector = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+    cluster, zk = up(local_cluster, zk_of, config={**FAST, "replica.selector.class": selector})
+    topic = NewTopic(
+        TOPIC,
+        num_partitions=1,
+        replication_factor=-1,
+        replica_assignment=[[1, 2, 3]],
+        config={"min.insync.replicas": "2"},
+    )
+    creator = admin(cluster.bootstrap_servers)
+    creator.create_topics([topic])[TOPIC].result(30)
+    zk.wait_until_isr(TOPIC, [0], BROKERS)
+    payload = 300 * 1024
+    values = [(0, f"{i:06d}".encode() + b"x" * 1018) for i in range(300)]
+    acked, failed = produce_and_report(producer(cluster.bootstrap_servers), TOPIC, values)
+    assert not failed and len(acked) == 300, failed[:3]
+    assert zk.leader(TOPIC, 0) == 1
+
+    def read_all(rack: str | None) -> dict[int, int]:
+        """Reads the partition from the start; bytes received from each broker."""
+        received: dict[int, int] = {}
+
+        def stats(text: str) -> None:
+            for b in json.loads(text)["brokers"].values():
+                if b["nodeid"] >= 0:
+                    received[b["nodeid"]] = max(received.get(b["nodeid"], 0), b["rxbytes"])
+
+        conf = {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": f"rack-{rack}",
+            "enable.auto.commit": False,
+            "statistics.interval.ms": 200,
+            "stats_cb": stats,
+            **({"client.rack": rack} if rack else {}),
+        }
+        c = Consumer(conf)
+        try:
+            c.assign([TopicPartition(TOPIC, 0, OFFSET_BEGINNING)])
+            got: list[bytes] = []
+            deadline = time.monotonic() + 60
+            while len(got) < len(values) and time.monotonic() < deadline:
+                m = c.poll(0.2)
+                if m is not None and m.error() is None:
+                    got.append(bytes(m.value() or b""))
+            assert got == [v for _, v in values], f"read {len(got)} of {len(values)} records"
+            # One more statistics round, so the last fetches are counted.
+            end = time.monotonic() + 1
+            while time.monotonic() < end:
+                c.poll(0.1)
+        finally:
+            c.close()
+        return received
+
+    in_r2 = read_all("r2")
+    assert in_r2.get(2, 0) > payload and in_r2.get(1, 0) < payload / 10, in_r2
+    anywhere = read_all(None)
+    assert anywhere.get(1, 0) > payload and anywhere.get(2, 0) < payload / 10, anywhere

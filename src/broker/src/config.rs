@@ -94,6 +94,10 @@ pub struct BrokerConfig {
     /// `controlled.shutdown.retry.backoff.ms`: how long it waits between asks
     /// (less when the controller changes meanwhile).
     pub controlled_shutdown_retry_backoff_ms: u64,
+    /// `replica.selector.class`: with Kafka's `RackAwareReplicaSelector`, a
+    /// leader sends a consumer that names its rack to an in-sync replica in
+    /// that rack (KIP-392); unset, consumers read from leaders.
+    pub rack_aware_reads: bool,
     /// Store and topic keys, for a broker that opens its store itself.
     pub store: BTreeMap<String, String>,
 }
@@ -134,6 +138,7 @@ impl Default for BrokerConfig {
             controlled_shutdown_enable: true,
             controlled_shutdown_max_retries: 3,
             controlled_shutdown_retry_backoff_ms: 5_000,
+            rack_aware_reads: false,
             store: BTreeMap::new(),
         }
     }
@@ -146,6 +151,11 @@ pub const QUEUED_MAX_REQUEST_BYTES: usize = 512 << 20;
 
 /// The default of `queued.max.response.bytes`.
 pub const QUEUED_MAX_RESPONSE_BYTES: usize = 256 << 20;
+
+/// Kafka's replica selectors (`replica.selector.class`): the rack-aware one
+/// (KIP-392) and the default, which keeps consumers on leaders.
+pub const RACK_AWARE_SELECTOR: &str = "org.apache.kafka.common.replica.RackAwareReplicaSelector";
+pub const LEADER_SELECTOR: &str = "org.apache.kafka.common.replica.LeaderSelector";
 
 /// The broker keys `from_map` understands; everything else goes to the store.
 pub const BROKER_KEYS: &[&str] = &[
@@ -182,6 +192,7 @@ pub const BROKER_KEYS: &[&str] = &[
     "controlled.shutdown.enable",
     "controlled.shutdown.max.retries",
     "controlled.shutdown.retry.backoff.ms",
+    "replica.selector.class",
 ];
 
 fn int(key: &str, value: &str, min: i64, max: i64) -> Result<i64> {
@@ -309,6 +320,18 @@ impl BrokerConfig {
                 }
                 "controlled.shutdown.retry.backoff.ms" => {
                     c.controlled_shutdown_retry_backoff_ms = int(key, value, 0, i64::MAX)? as u64
+                }
+                "replica.selector.class" => {
+                    c.rack_aware_reads = match value.trim() {
+                        "" | LEADER_SELECTOR => false,
+                        RACK_AWARE_SELECTOR => true,
+                        other => {
+                            return Err(Error::InvalidConfig(format!(
+                                "replica.selector.class: {other:?} is not one this broker has: \
+                                 {RACK_AWARE_SELECTOR} or {LEADER_SELECTOR}"
+                            )))
+                        }
+                    }
                 }
                 _ => {
                     c.store.insert(key.clone(), value.clone());

@@ -25,6 +25,14 @@ fn bad_values_name_the_key() {
     assert!(e.contains("node.id"), "{e}");
     let e = BrokerConfig::from_map(&map(&[("advertised.listeners", "nohost")])).unwrap_err().to_string();
     assert!(e.contains("HOST:PORT"), "{e}");
+    let e = BrokerConfig::from_map(&map(&[("replica.selector.class", "com.example.Mine")]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("replica.selector.class") && e.contains("RackAwareReplicaSelector"), "{e}");
+    let rack_aware = map(&[("replica.selector.class", crate::config::RACK_AWARE_SELECTOR)]);
+    assert!(BrokerConfig::from_map(&rack_aware).unwrap().rack_aware_reads);
+    let leader = map(&[("replica.selector.class", crate::config::LEADER_SELECTOR)]);
+    assert!(!BrokerConfig::from_map(&leader).unwrap().rack_aware_reads);
 }
 
 #[test]

@@ -67,6 +67,8 @@ pub struct PartitionData {
     pub high_watermark: i64,
     pub log_start_offset: i64,
     pub records: Option<FileSlice>,
+    /// KIP-392: the replica the consumer should fetch from instead (-1: here).
+    pub preferred_read_replica: i32,
 }
 
 pub struct TopicData {
@@ -75,12 +77,31 @@ pub struct TopicData {
 }
 
 /// A fetch's limits: `max_bytes` in all, answered once `min_bytes` are there
-/// or at `deadline`. `replica_id` >= 0 is a follower of a cluster member.
+/// or at `deadline`; and who reads.
 pub struct FetchParams {
     pub max_bytes: i64,
     pub min_bytes: u64,
     pub deadline: Instant,
+    pub reader: Reader,
+}
+
+/// Who a fetch reads for.
+#[derive(Clone, Debug)]
+pub struct Reader {
+    /// >= 0: a follower of a cluster member (it reads to the log end).
     pub replica_id: i32,
+    /// A consumer's `client.rack` (Fetch v11's `rack_id`; empty: none).
+    pub rack: String,
+    /// Whether a follower may answer it (KIP-392: a consumer's Fetch v11+).
+    pub from_followers: bool,
+}
+
+impl Reader {
+    /// A consumer of a fetch version without racks (reads at leaders).
+    #[cfg(test)]
+    pub fn consumer() -> Reader {
+        Reader { replica_id: -1, rack: String::new(), from_followers: false }
+    }
 }
 
 pub struct ReplicaManager {
@@ -120,6 +141,25 @@ impl ReplicaManager {
     ) -> Result<Arc<PartitionLog>, i16> {
         self.check_leader(topic, partition, current_epoch)?;
         self.store.partition(topic, partition).map_err(|e| error_code(&e))
+    }
+
+    /// The partition's log where `reader` may read it: at its leader, or, for
+    /// a consumer allowed to (KIP-392), at a follower whose log agrees with
+    /// its leader (up to its own high watermark).
+    fn readable_log(
+        &self,
+        topic: &str,
+        partition: i32,
+        current_epoch: i32,
+        reader: &Reader,
+    ) -> Result<Arc<PartitionLog>, i16> {
+        match &self.replication {
+            Some(r) if reader.from_followers && reader.replica_id < 0 => {
+                r.read_check(topic, partition, current_epoch)?;
+                self.store.partition(topic, partition).map_err(|e| error_code(&e))
+            }
+            _ => self.leader_log(topic, partition, current_epoch),
+        }
     }
 
     /// The leader epoch this broker leads the partition in (-1: unknown).
@@ -175,7 +215,7 @@ impl ReplicaManager {
     /// past the high watermark for a consumer, to the log end for a follower,
     /// whose fetch offset moves the leader's bookkeeping); the total of
     /// record bytes.
-    pub fn read(&self, wanted: &[Wanted], max_bytes: i64, replica_id: i32) -> (Vec<TopicData>, u64) {
+    pub fn read(&self, wanted: &[Wanted], max_bytes: i64, reader: &Reader) -> (Vec<TopicData>, u64) {
         let mut topics: Vec<TopicData> = Vec::new();
         let mut total: i64 = 0;
         for w in wanted {
@@ -185,18 +225,37 @@ impl ReplicaManager {
                 high_watermark: -1,
                 log_start_offset: -1,
                 records: None,
+                preferred_read_replica: -1,
             };
-            match self.leader_log(&w.topic, w.partition, w.current_epoch) {
+            match self.readable_log(&w.topic, w.partition, w.current_epoch, reader) {
                 Err(code) => data.error_code = code,
                 Ok(log) => {
                     let follower = match &self.replication {
-                        Some(r) if replica_id >= 0 => r.follower_fetched(&log, replica_id, w.offset),
+                        Some(r) if reader.replica_id >= 0 => {
+                            r.follower_fetched(&log, reader.replica_id, w.offset)
+                        }
                         _ => false,
                     };
                     let hw = log.high_watermark();
                     let limit = if follower { log.log_end_offset() } else { hw };
                     data.high_watermark = hw;
                     data.log_start_offset = log.log_start_offset();
+                    // KIP-392: a consumer in another rack than this leader is sent
+                    // to an in-sync replica in its own, with no records.
+                    let preferred = match &self.replication {
+                        Some(r) if reader.replica_id < 0 && !reader.rack.is_empty() => {
+                            r.preferred_read_replica(&w.topic, w.partition, &reader.rack, w.offset)
+                        }
+                        _ => None,
+                    };
+                    if let Some(replica) = preferred {
+                        data.preferred_read_replica = replica;
+                        match topics.last_mut() {
+                            Some(t) if t.name == w.topic => t.partitions.push(data),
+                            _ => topics.push(TopicData { name: w.topic.clone(), partitions: vec![data] }),
+                        }
+                        continue;
+                    }
                     let room = (max_bytes - total).min(w.max_bytes);
                     // Out of range only outside the log, as in Kafka: a consumer
                     // between the high watermark and the log end (at a new leader
@@ -248,9 +307,13 @@ impl ReplicaManager {
         let watch = self.purgatory.watch(wanted.iter().map(|w| (w.topic.as_str(), w.partition)));
         loop {
             let (me, w) = (self.clone(), wanted.clone());
-            let (max_bytes, replica_id) = (params.max_bytes, params.replica_id);
-            let (topics, total) = blocking(move || me.read(&w, max_bytes, replica_id)).await;
-            let errors = topics.iter().flat_map(|t| &t.partitions).any(|p| p.error_code != 0);
+            let (max_bytes, reader) = (params.max_bytes, params.reader.clone());
+            let (topics, total) = blocking(move || me.read(&w, max_bytes, &reader)).await;
+            // An error or a preferred replica is answered at once.
+            let errors = topics
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .any(|p| p.error_code != 0 || p.preferred_read_replica >= 0);
             let now = Instant::now();
             if total >= params.min_bytes.max(1) || errors || now >= params.deadline || wanted.is_empty() {
                 return (topics, total);
@@ -261,8 +324,8 @@ impl ReplicaManager {
                 _ = stopping.wait_for(|s| *s) => false,
             };
             if !woken {
-                let (me, w) = (self.clone(), wanted.clone());
-                return blocking(move || me.read(&w, max_bytes, replica_id)).await;
+                let (me, w, reader) = (self.clone(), wanted.clone(), params.reader.clone());
+                return blocking(move || me.read(&w, params.max_bytes, &reader)).await;
             }
         }
     }

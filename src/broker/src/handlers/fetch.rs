@@ -15,7 +15,7 @@ use kafka_protocol::messages::{FetchRequest, RequestHeader};
 use kafka_protocol::ResponseError;
 
 use super::Reply;
-use crate::replica_manager::{FetchParams, TopicData, Wanted};
+use crate::replica_manager::{FetchParams, Reader, TopicData, Wanted};
 use crate::response::{encode_header, Part, Response};
 use crate::server::Shared;
 
@@ -46,7 +46,11 @@ pub async fn handle(shared: &Arc<Shared>, r: FetchRequest, header: &RequestHeade
         max_bytes: i64::from(r.max_bytes.max(0)),
         min_bytes: r.min_bytes.max(0) as u64,
         deadline: Instant::now() + Duration::from_millis(r.max_wait_ms.max(0) as u64),
-        replica_id: r.replica_id.0,
+        reader: Reader {
+            replica_id: r.replica_id.0,
+            rack: r.rack_id.to_string(),
+            from_followers: version >= 11,
+        },
     };
     let (topics, total) = shared.replica_manager.fetch_messages(Arc::new(wanted), params).await;
     shared.metrics.bytes_out.inc_by(total);
@@ -96,7 +100,7 @@ pub fn encode(version: i16, error: i16, topics: &[TopicData], isolation_level: i
             // aborted_transactions: null for read_uncommitted, none for read_committed
             buf.put_i32(if isolation_level == 0 { -1 } else { 0 });
             if version >= 11 {
-                buf.put_i32(-1); // preferred_read_replica
+                buf.put_i32(p.preferred_read_replica);
             }
             match &p.records {
                 Some(f) => {

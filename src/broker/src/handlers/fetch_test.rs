@@ -48,7 +48,7 @@ fn the_hand_encoded_response_decodes_with_the_protocol_crate_at_every_version() 
         Wanted { topic: "nope".into(), partition: 0, offset: 0, max_bytes: 1 << 20, current_epoch: -1 },
         Wanted { topic: "t".into(), partition: 1, offset: 99, max_bytes: 1 << 20, current_epoch: -1 },
     ];
-    let (topics, total) = manager(&store).read(&wanted, 1 << 20, -1);
+    let (topics, total) = manager(&store).read(&wanted, 1 << 20, &Reader::consumer());
     let expected = log.read(0, 1 << 20).unwrap().bytes().unwrap();
     assert_eq!(total, expected.len() as u64);
     for version in VERSIONS.0..=VERSIONS.1 {
@@ -89,7 +89,7 @@ fn only_the_first_partition_with_data_may_exceed_the_limits() {
     let wanted: Vec<Wanted> = (0..2)
         .map(|p| Wanted { topic: "t".into(), partition: p, offset: 0, max_bytes: 100, current_epoch: -1 })
         .collect();
-    let (topics, total) = manager(&store).read(&wanted, 1000, -1);
+    let (topics, total) = manager(&store).read(&wanted, 1000, &Reader::consumer());
     let slices: Vec<_> = topics[0].partitions.iter().map(|p| p.records.as_ref().map(|f| f.length)).collect();
     assert!(slices[0].unwrap() > 4000, "the first batch goes out whole");
     assert_eq!(slices[1], None, "no room left for the second");

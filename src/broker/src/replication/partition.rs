@@ -521,17 +521,53 @@ impl Replication {
         let Some(p) = self.partition(topic, partition) else { return Err(self.not_here(topic, partition)) };
         let r = p.read();
         match &r.role {
-            Role::Leader(l) => {
-                if current_epoch >= 0 && current_epoch < l.epoch {
-                    Err(E::FencedLeaderEpoch.code())
-                } else if current_epoch > l.epoch {
-                    Err(E::UnknownLeaderEpoch.code())
-                } else {
-                    Ok(())
-                }
-            }
+            Role::Leader(l) => epoch_check(current_epoch, l.epoch),
             _ => Err(E::NotLeaderOrFollower.code()),
         }
+    }
+
+    /// Ok if a consumer may read the partition here in `current_epoch`: at
+    /// its leader, or (KIP-392) at a follower whose log was cut back to where
+    /// it agrees with its leader of that epoch.
+    pub fn read_check(&self, topic: &str, partition: i32, current_epoch: i32) -> Result<(), i16> {
+        let Some(p) = self.partition(topic, partition) else { return Err(self.not_here(topic, partition)) };
+        let r = p.read();
+        match &r.role {
+            Role::Leader(l) => epoch_check(current_epoch, l.epoch),
+            Role::Follower(f) if f.truncated => epoch_check(current_epoch, f.epoch),
+            _ => Err(E::NotLeaderOrFollower.code()),
+        }
+    }
+
+    /// KIP-392's `RackAwareReplicaSelector`, at the leader, with
+    /// `replica.selector.class` set: for a consumer in rack `rack` other than
+    /// this broker's, the in-sync follower in that rack with the most of the
+    /// log (at least to `fetch_offset`); `None` to read here.
+    pub fn preferred_read_replica(
+        &self,
+        topic: &str,
+        partition: i32,
+        rack: &str,
+        fetch_offset: i64,
+    ) -> Option<i32> {
+        if !self.config.rack_aware_reads {
+            return None;
+        }
+        let view = self.view();
+        let rack_of = |b: i32| view.brokers.get(&b).and_then(|r| r.rack.as_deref());
+        if rack_of(self.node_id) == Some(rack) {
+            return None;
+        }
+        let shared = self.partition(topic, partition)?;
+        let r = shared.read();
+        let Role::Leader(l) = &r.role else { return None };
+        let followers = l.followers.lock();
+        l.isr
+            .iter()
+            .filter(|&&b| b != self.node_id && rack_of(b) == Some(rack))
+            .filter_map(|b| followers.get(b).filter(|f| f.leo >= fetch_offset).map(|f| (f.leo, *b)))
+            .max()
+            .map(|(_, b)| b)
     }
 
     /// The leader's side of a follower's fetch from `fetch_offset` (its log
@@ -785,5 +821,18 @@ impl Replication {
                 *l.pending.lock() = None;
             }
         }
+    }
+}
+
+/// Kafka's check of a request's `current_leader_epoch` against the epoch this
+/// replica knows: -1 (not said) passes, an older one is fenced, a newer one
+/// unknown here yet.
+fn epoch_check(current_epoch: i32, epoch: i32) -> Result<(), i16> {
+    if current_epoch >= 0 && current_epoch < epoch {
+        Err(E::FencedLeaderEpoch.code())
+    } else if current_epoch > epoch {
+        Err(E::UnknownLeaderEpoch.code())
+    } else {
+        Ok(())
     }
 }
