@@ -8,7 +8,7 @@ use kafka_protocol::ResponseError as E;
 
 use super::controller::{self, Election, Fenced};
 use super::znodes::PartitionState;
-use super::{refusal, view, ClusterView, Replication};
+use super::{refusal, view, ClusterView, Controlling, Replication};
 
 /// One partition's outcome: its Kafka code and, for a refusal, why.
 pub type Elected = ((String, i32), i16, Option<String>);
@@ -32,14 +32,8 @@ impl Replication {
         partitions: Option<Vec<(String, i32)>>,
         timeout: Duration,
     ) -> Result<Vec<Elected>, (i16, String)> {
-        let client = self.connected()?;
-        let not_controller =
-            || (E::NotController.code(), format!("broker {} is not the controller", self.node_id));
-        let mut guard = self.controller.lock().await;
-        if self.view().controller != Some(self.node_id) {
-            return Err(not_controller());
-        }
-        let Some(ctl) = guard.as_mut() else { return Err(not_controller()) };
+        let Controlling { client, mut guard } = self.controlling().await?;
+        let Some(ctl) = guard.as_mut() else { return Err(self.not_controller()) };
         let mut view = view::read(&client).await.map_err(refusal)?;
         let wanted = partitions.unwrap_or_else(|| {
             view.topics
@@ -81,7 +75,7 @@ impl Replication {
                     Ok(false) => view = view::read(&client).await.map_err(refusal)?,
                     Err(Fenced::Deposed) => {
                         *guard = None;
-                        return Err(not_controller());
+                        return Err(self.not_controller());
                     }
                     Err(Fenced::Zk(e)) => {
                         outcome = Some((E::UnknownServerError.code(), Some(format!("ZooKeeper: {e}"))));

@@ -161,6 +161,24 @@ impl Replication {
         ))
     }
 
+    fn not_controller(&self) -> (i16, String) {
+        (
+            kafka_protocol::ResponseError::NotController.code(),
+            format!("broker {} is not the controller", self.node_id),
+        )
+    }
+
+    /// The session's client and the controller's state, held for a request
+    /// only the controller serves; NOT_CONTROLLER (or no session) otherwise.
+    async fn controlling(&self) -> Result<Controlling<'_>, (i16, String)> {
+        let client = self.connected()?;
+        let guard = self.controller.lock().await;
+        if self.view().controller != Some(self.node_id) || guard.is_none() {
+            return Err(self.not_controller());
+        }
+        Ok(Controlling { client, guard })
+    }
+
     fn bump(&self) {
         self.changed.send_modify(|n| *n = n.wrapping_add(1));
     }
@@ -474,6 +492,12 @@ impl Replication {
         ids.0 += 1;
         Ok(id)
     }
+}
+
+/// What a request only the controller serves holds while it runs.
+struct Controlling<'a> {
+    client: Client,
+    guard: tokio::sync::MutexGuard<'a, Option<ControllerState>>,
 }
 
 /// One ZooKeeper session: its client and the recursive watch on `/`.

@@ -18,7 +18,7 @@ use zookeeper_client::{Client, Error as ZkError};
 use super::controller::{self, ControllerState, Fenced};
 use super::view::ClusterView;
 use super::znodes::{self, PartitionState, ReplicaSets};
-use super::{refusal, view, Replication};
+use super::{refusal, view, Controlling, Replication};
 use crate::logline::log;
 
 /// One partition's outcome: its Kafka code and, for a refusal, why.
@@ -41,14 +41,8 @@ impl Replication {
         wanted: Vec<Target>,
         allow_replication_factor_change: bool,
     ) -> Result<Vec<Reassigned>, (i16, String)> {
-        let client = self.connected()?;
-        let not_controller =
-            || (E::NotController.code(), format!("broker {} is not the controller", self.node_id));
-        let mut guard = self.controller.lock().await;
-        if self.view().controller != Some(self.node_id) {
-            return Err(not_controller());
-        }
-        let Some(ctl) = guard.as_mut() else { return Err(not_controller()) };
+        let Controlling { client, mut guard } = self.controlling().await?;
+        let Some(ctl) = guard.as_mut() else { return Err(self.not_controller()) };
         let mut results = Vec::with_capacity(wanted.len());
         for ((topic, p), target) in wanted {
             let mut outcome = Err((E::UnknownServerError.code(), Some(format!("{topic}-{p} kept changing"))));
@@ -68,7 +62,7 @@ impl Replication {
                     Ok(None) => continue,
                     Err(Fenced::Deposed) => {
                         *guard = None;
-                        return Err(not_controller());
+                        return Err(self.not_controller());
                     }
                     Err(Fenced::Zk(e)) => {
                         outcome = Err((E::UnknownServerError.code(), Some(format!("ZooKeeper: {e}"))));
@@ -92,7 +86,7 @@ impl Replication {
     ) -> Result<Vec<Ongoing>, (i16, String)> {
         let view = self.view();
         if view.controller != Some(self.node_id) {
-            return Err((E::NotController.code(), format!("broker {} is not the controller", self.node_id)));
+            return Err(self.not_controller());
         }
         let wanted: Vec<(String, i32)> = partitions.unwrap_or_else(|| {
             view.topics

@@ -20,7 +20,7 @@ use kafka_protocol::ResponseError as E;
 
 use super::controller::{self, Fenced};
 use super::fetcher::Link;
-use super::{refusal, view, ClusterView, Replication};
+use super::{refusal, view, ClusterView, Controlling, Replication};
 use crate::logline::log;
 
 /// How long one ask may take, as Kafka's `request.timeout.ms`.
@@ -113,14 +113,8 @@ impl Replication {
     /// leads that another ISR member could lead (a partition with no other
     /// live ISR member stays with it: waiting would not change that).
     pub async fn shut_down_broker(&self, id: i32, epoch: i64) -> Result<Vec<(String, i32)>, (i16, String)> {
-        let client = self.connected()?;
-        let not_controller =
-            || (E::NotController.code(), format!("broker {} is not the controller", self.node_id));
-        let mut guard = self.controller.lock().await;
-        if self.view().controller != Some(self.node_id) {
-            return Err(not_controller());
-        }
-        let Some(ctl) = guard.as_mut() else { return Err(not_controller()) };
+        let Controlling { client, mut guard } = self.controlling().await?;
+        let Some(ctl) = guard.as_mut() else { return Err(self.not_controller()) };
         let unclean = self.store.config().topic_defaults.unclean_leader_election_enable;
         let mut view = view::read(&client).await.map_err(refusal)?;
         let Some(registered) = view.brokers.get(&id).map(|b| b.epoch) else {
@@ -141,7 +135,7 @@ impl Replication {
                 Ok(_) => view = view::read(&client).await.map_err(refusal)?,
                 Err(Fenced::Deposed) => {
                     *guard = None;
-                    return Err(not_controller());
+                    return Err(self.not_controller());
                 }
                 Err(Fenced::Zk(e)) => return Err(refusal(e)),
             }
