@@ -48,7 +48,9 @@ def lines(out: str) -> list[str]:
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_kafka_topics_and_kafka_configs(served: tuple[seglog.Store, seglog.Broker], version: str) -> None:
+def test_kafka_topics_and_kafka_configs(
+    served: tuple[seglog.Store, seglog.Broker], version: str, tmp_path: Path
+) -> None:
     _, broker = served
     bs = ["--bootstrap-server", broker.bootstrap_servers]
     create = ["--create", "--topic", "t", "--partitions", "3", "--replication-factor", "1"]
@@ -61,6 +63,15 @@ def test_kafka_topics_and_kafka_configs(served: tuple[seglog.Store, seglog.Broke
     )
     for p in range(3):
         assert re.search(rf"Partition: {p}\s+Leader: 0\s+Replicas: 0\s+Isr: 0", described), described
+    # The broker is its own controller: no move is ever under way, and one onto itself
+    # is done at once.
+    reassign = ["kafka-reassign-partitions", *bs]
+    assert "No partition reassignments found" in tool(version, *reassign, "--list").stdout
+    plan = {"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [0]}]}
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    moves = [*reassign, "--reassignment-json-file", str(tmp_path / "plan.json")]
+    assert "Successfully started partition reassignment for t-0" in tool(version, *moves, "--execute").stdout
+    assert "No partition reassignments found" in tool(version, *reassign, "--list").stdout
     tool(version, "kafka-topics", *bs, "--alter", "--topic", "t", "--partitions", "4")
     assert "PartitionCount: 4" in tool(version, "kafka-topics", *bs, "--describe", "--topic", "t").stdout
 

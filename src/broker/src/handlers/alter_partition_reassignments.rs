@@ -1,8 +1,10 @@
 //! AlterPartitionReassignments (`Admin.alterPartitionReassignments`,
 //! `kafka-reassign-partitions --execute` and `--cancel`): sent to the
 //! controller, which starts or cancels each partition's move (see
-//! `replication::reassignment`). A single broker is no cluster to move
-//! replicas in: it answers as a broker that is not the controller.
+//! `replication::reassignment`). A single broker, its own controller,
+//! answers as Kafka's one-broker cluster does: a move onto itself is done at
+//! once, one naming any other broker is INVALID_REPLICA_ASSIGNMENT, and there
+//! is never a move to cancel.
 
 use std::sync::Arc;
 
@@ -16,7 +18,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError as E;
 
 use super::Reply;
-use crate::replication::Target;
+use crate::replication::{Reassigned, Target};
 use crate::server::Shared;
 
 /// v1 adds `allow_replication_factor_change` (KIP-860).
@@ -44,10 +46,11 @@ pub async fn handle(shared: &Arc<Shared>, r: AlterPartitionReassignmentsRequest,
             })
         })
         .collect();
-    let Some(repl) = &shared.replication else {
-        return answer(E::NotController.code(), Some("this broker is not in a cluster".into()), Vec::new());
+    let outcome = match &shared.replication {
+        Some(repl) => repl.alter_reassignments(wanted, allow_change).await,
+        None => Ok(single_broker(shared, wanted)),
     };
-    match repl.alter_reassignments(wanted, allow_change).await {
+    match outcome {
         Err((code, message)) => answer(code, Some(message), Vec::new()),
         Ok(results) => {
             let mut topics: Vec<ReassignableTopicResponse> = Vec::new();
@@ -69,4 +72,29 @@ pub async fn handle(shared: &Arc<Shared>, r: AlterPartitionReassignmentsRequest,
             answer(0, None, topics)
         }
     }
+}
+
+/// A single broker's answers: each partition its only replica.
+fn single_broker(shared: &Shared, wanted: Vec<Target>) -> Vec<Reassigned> {
+    let node = shared.config.node_id;
+    wanted
+        .into_iter()
+        .map(|((topic, p), target)| {
+            let (code, message) = if shared.store.partition(&topic, p).is_err() {
+                (E::UnknownTopicOrPartition.code(), None)
+            } else {
+                match target {
+                    None => (E::NoReassignmentInProgress.code(), None),
+                    Some(rs) if rs == [node] => (0, None),
+                    Some(rs) => (
+                        E::InvalidReplicaAssignment.code(),
+                        Some(format!(
+                            "Replica assignment {rs:?} names brokers that are not alive (this cluster is broker {node} alone)"
+                        )),
+                    ),
+                }
+            };
+            ((topic, p), code, message)
+        })
+        .collect()
 }
