@@ -67,8 +67,9 @@ class Serve:
     """``seglog serve`` as its own process on ``store``, as broker ``node_id`` of the
     cluster at ``zookeeper`` (a chroot), listening on ``port``."""
 
-    def __init__(self, store: Path, zookeeper: str, port: int, *config: str) -> None:
-        argv = [sys.executable, "-m", "seglog", "serve", "--store", str(store), "--node-id", "0"]
+    def __init__(self, store: Path, zookeeper: str, port: int, *config: str, node_id: int = 0) -> None:
+        argv = [sys.executable, "-m", "seglog", "serve", "--store", str(store), "--node-id", str(node_id)]
+        self.port = port
         argv += ["--listen", f"127.0.0.1:{port}", "--zookeeper", zookeeper]
         quick = ("log.retention.check.interval.ms=200", "offsets.topic.num.partitions=3")
         for c in (*quick, "offsets.topic.replication.factor=1", *config):

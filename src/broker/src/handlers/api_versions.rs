@@ -18,6 +18,9 @@ fn served() -> ApiVersionsResponse {
     // Encoded by hand: the protocol crate has no ApiKey for it.
     let (lo, hi) = wire::VERSIONS;
     keys.push((wire::API_KEY, lo, hi));
+    for api in crate::replication::controller_requests::APIS {
+        keys.push((api.key, api.versions.0, api.versions.1));
+    }
     keys.sort_unstable();
     ApiVersionsResponse::default().with_api_keys(
         keys.into_iter()

@@ -265,12 +265,43 @@ fn frame(key: ApiKey, version: i16, correlation_id: i32) -> Bytes {
     buf.freeze()
 }
 
-/// Every served API at every served version.
+/// A frame of an API the protocol crate lacks, its body encoded by hand.
+fn hand_frame(key: i16, version: i16, header_version: i16, body: &[u8]) -> Bytes {
+    let mut buf = BytesMut::new();
+    RequestHeader::default()
+        .with_request_api_key(key)
+        .with_request_api_version(version)
+        .with_correlation_id(2000 + i32::from(key))
+        .with_client_id(Some(StrBytes::from_static_str("handle-test")))
+        .encode(&mut buf, header_version)
+        .unwrap();
+    buf.extend_from_slice(body);
+    buf.freeze()
+}
+
+/// Every served API at every served version, those encoded by hand too.
 fn seeds() -> Vec<Bytes> {
-    SUPPORTED
+    use crate::replication::controller_requests as ctl;
+    use crate::replication::shutdown::wire;
+    let mut seeds: Vec<Bytes> = SUPPORTED
         .iter()
         .flat_map(|&(key, lo, hi)| (lo..=hi).map(move |v| frame(key, v, 1000 + i32::from(v))))
-        .collect()
+        .collect();
+    for v in wire::VERSIONS.0..=wire::VERSIONS.1 {
+        let mut body = BytesMut::new();
+        wire::encode_request(&wire::Request { broker_id: 1, broker_epoch: -1 }, v, &mut body);
+        seeds.push(hand_frame(wire::API_KEY, v, wire::request_header_version(v), &body));
+    }
+    for api in ctl::APIS {
+        let stop = vec![("t".to_string(), 0, true), ("t".to_string(), 1, false)];
+        let r = ctl::Request { controller_id: 1, controller_epoch: 1, broker_epoch: -1, stop };
+        let mut body = BytesMut::new();
+        ctl::encode_request(api, &r, &mut body);
+        for v in api.versions.0..=api.versions.1 {
+            seeds.push(hand_frame(api.key, v, ctl::REQUEST_HEADER_VERSION, &body));
+        }
+    }
+    seeds
 }
 
 fn runtime() -> tokio::runtime::Runtime {

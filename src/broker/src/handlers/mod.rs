@@ -11,6 +11,7 @@ mod alter_partition_reassignments;
 mod api_versions;
 mod configs;
 mod controlled_shutdown;
+mod controller_requests;
 mod create_partitions;
 mod create_topics;
 mod delete_groups;
@@ -176,6 +177,9 @@ pub async fn handle(shared: &Arc<Shared>, frame: Bytes) -> Outcome {
     };
     if start.api_key == crate::replication::shutdown::wire::API_KEY {
         return controlled_shutdown::handle(shared, frame, start.api_version).await;
+    }
+    if let Some(api) = crate::replication::controller_requests::api(start.api_key) {
+        return controller_requests::handle(shared, api, frame, start.api_version).await;
     }
     let Ok(key) = ApiKey::try_from(start.api_key) else {
         return Outcome::Close { api: "Unknown", reason: format!("unknown API key {}", start.api_key) };

@@ -30,6 +30,21 @@ pub struct ControllerState {
 }
 
 /// Tries to become the controller. `Ok(None)`: another broker is.
+/// Gives up `/controller` if this broker holds it (conditional on the
+/// version read, so a successor's node is never deleted).
+pub async fn resign(client: &Client, node_id: i32) -> Result<(), ZkError> {
+    match client.get_data(znodes::CONTROLLER).await {
+        Ok((d, stat)) if znodes::controller_from_json(&d) == Some(node_id) => {
+            match client.delete(znodes::CONTROLLER, Some(stat.version)).await {
+                Ok(()) | Err(ZkError::NoNode | ZkError::BadVersion) => Ok(()),
+                Err(e) => Err(e),
+            }
+        }
+        Ok(_) | Err(ZkError::NoNode) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 pub async fn try_elect(client: &Client, node_id: i32) -> Result<Option<ControllerState>, ZkError> {
     let persistent = CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
     let (epoch, version) = loop {

@@ -11,6 +11,8 @@
 //! - `topics`: creating, configuring, growing and deleting topics through
 //!   their znodes, as the admin requests ask.
 //! - `reassignment`: moving a partition's replicas (KIP-455).
+//! - `controller_requests`: what a Kafka controller sends a seglog broker
+//!   in a cluster in migration (LeaderAndIsr, UpdateMetadata, StopReplica).
 //! - `shutdown`: controlled shutdown, both the stopping broker's side and
 //!   the controller's.
 //! - `fetcher`: a follower's fetch loop, one per leader, with truncation by
@@ -19,7 +21,9 @@
 //! ZooKeeper holds metadata only; every write to it is conditional on a
 //! znode version, so no two brokers can both believe a stale state wins.
 
+mod codec;
 mod controller;
+pub mod controller_requests;
 mod elections;
 mod fetcher;
 mod partition;
@@ -316,6 +320,7 @@ impl Replication {
             port: self.advertised.1,
             rack: self.config.rack.clone(),
             epoch: 0,
+            seglog: true,
         };
         let path = znodes::broker_path(self.node_id);
         loop {
@@ -408,7 +413,7 @@ impl Replication {
         // fetchers woken by `apply` look again once the view is in.
         *self.view.write() = view.clone();
         self.bump();
-        if view.controller.is_none() {
+        if view.controller.is_none() && !view.has_kafka_broker() {
             let mut ctl = self.controller.lock().await;
             *ctl = controller::try_elect(client, self.node_id).await?;
             if ctl.is_some() {
@@ -426,6 +431,22 @@ impl Replication {
             *guard = None;
         }
         let Some(ctl) = guard.as_mut() else { return };
+        if view.has_kafka_broker() {
+            // A Kafka broker joined: it takes the controller, the only one
+            // its brokers follow.
+            match controller::resign(client, self.node_id).await {
+                Ok(()) => {
+                    log(
+                        "info",
+                        "controller_resigned",
+                        &[("node", &self.node_id), ("why", &"a Kafka broker is live")],
+                    );
+                    *guard = None;
+                }
+                Err(e) => log("warn", "controller_write_failed", &[("error", &e)]),
+            }
+            return;
+        }
         if ctl.known.is_empty() {
             ctl.known = view.brokers.iter().map(|(id, b)| (*id, b.epoch)).collect();
         }

@@ -19,7 +19,7 @@ use parking_lot::{Mutex, RwLock};
 
 use kafka_protocol::ResponseError as E;
 use seglog_core::log::PartitionLog;
-use zookeeper_client::{Client, Error as ZkError};
+use zookeeper_client::{Client, CreateMode, Error as ZkError};
 
 use super::view::{ClusterView, TopicView};
 use super::znodes::{self, PartitionState};
@@ -258,7 +258,7 @@ impl Replication {
                 self.apply_config(name, config, config_version)
             }
             Err(seglog_core::Error::UnknownTopic(_)) => {
-                match self.store.create_topic_with_id(name, partitions, config, view.topic_id.as_deref()) {
+                match self.store.create_cluster_topic(name, partitions, config, view.topic_id.as_deref()) {
                     Ok(_) | Err(seglog_core::Error::TopicExists(_)) => Ok(()),
                     Err(e) => Err(e),
                 }
@@ -766,6 +766,9 @@ impl Replication {
                         ("isr", &format!("{:?}", state.isr)),
                     ],
                 );
+                if self.view().has_kafka_broker() {
+                    notify_isr_change(&client, &key).await;
+                }
                 let Ok(log) = self.store.partition(&key.0, key.1) else { return };
                 if let Some(p) = self.partition(&key.0, key.1) {
                     let mut r = p.write();
@@ -821,6 +824,32 @@ impl Replication {
                 *l.pending.lock() = None;
             }
         }
+    }
+}
+
+/// Tells a Kafka controller that partition `key`'s ISR changed, as a Kafka
+/// leader at inter.broker.protocol.version < 2.7 does: a sequential znode
+/// under `/isr_change_notification`, which the controller reads, answers
+/// with UpdateMetadata to every broker, and deletes. Without it a Kafka
+/// controller's cache, and its brokers' metadata, keep the old ISR.
+async fn notify_isr_change(client: &Client, key: &(String, i32)) {
+    let persistent = CreateMode::PersistentSequential.with_acls(zookeeper_client::Acls::anyone_all());
+    let path = format!("{}/isr_change_", znodes::ISR_CHANGE_NOTIFICATION);
+    let data = znodes::isr_change_to_json(std::slice::from_ref(key));
+    let mut made = client.create(&path, &data, &persistent).await.map(|_| ());
+    if matches!(made, Err(ZkError::NoNode)) {
+        let parent = CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+        made = match client.mkdir(znodes::ISR_CHANGE_NOTIFICATION, &parent).await {
+            Ok(()) | Err(ZkError::NodeExists) => client.create(&path, &data, &persistent).await.map(|_| ()),
+            Err(e) => Err(e),
+        };
+    }
+    if let Err(e) = made {
+        note(
+            "warn",
+            "isr_change_notification_failed",
+            &[("topic", &key.0), ("partition", &key.1), ("error", &e)],
+        );
     }
 }
 

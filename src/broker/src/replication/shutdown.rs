@@ -160,6 +160,8 @@ pub mod wire {
 
     use bytes::{Buf, BufMut, Bytes, BytesMut};
 
+    use crate::replication::codec::{get_varint, need, put_varint, skip_tags};
+
     pub const API_KEY: i16 = 7;
     pub const VERSIONS: (i16, i16) = (1, 3);
 
@@ -190,45 +192,6 @@ pub mod wire {
     pub struct Answer {
         pub error_code: i16,
         pub remaining: Vec<(String, i32)>,
-    }
-
-    fn need(b: &Bytes, n: usize) -> Result<(), String> {
-        if b.remaining() < n {
-            return Err(format!("{n} more bytes expected, {} left", b.remaining()));
-        }
-        Ok(())
-    }
-
-    fn put_varint(buf: &mut BytesMut, mut v: u32) {
-        while v >= 0x80 {
-            buf.put_u8((v as u8) | 0x80);
-            v >>= 7;
-        }
-        buf.put_u8(v as u8);
-    }
-
-    fn get_varint(b: &mut Bytes) -> Result<u32, String> {
-        let mut v: u32 = 0;
-        for shift in (0..35).step_by(7) {
-            need(b, 1)?;
-            let byte = b.get_u8();
-            v |= u32::from(byte & 0x7f) << shift;
-            if byte & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err("a varint longer than 5 bytes".into())
-    }
-
-    /// Skips a flexible version's tagged fields (none are known here).
-    fn skip_tags(b: &mut Bytes) -> Result<(), String> {
-        for _ in 0..get_varint(b)? {
-            get_varint(b)?;
-            let size = get_varint(b)? as usize;
-            need(b, size)?;
-            b.advance(size);
-        }
-        Ok(())
     }
 
     pub fn decode_request(b: &mut Bytes, version: i16) -> Result<Request, String> {

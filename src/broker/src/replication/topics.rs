@@ -185,6 +185,9 @@ impl Replication {
         use kafka_protocol::ResponseError as E;
         let client = self.connected()?;
         let missing = || (E::UnknownTopicOrPartition.code(), format!("The topic '{name}' does not exist."));
+        if self.view().has_kafka_broker() {
+            return self.delete_through_kafka_controller(&client, name, timeout).await;
+        }
         for _ in 0..5 {
             let Some(stat) = client.check_stat(&znodes::topic_path(name)).await.map_err(refusal)? else {
                 return Err(missing());
@@ -224,6 +227,35 @@ impl Replication {
             }
         }
         Err((E::UnknownServerError.code(), format!("topic '{name}' kept changing while being deleted")))
+    }
+
+    /// A deletion in a cluster with Kafka brokers, asked of the Kafka
+    /// controller as Kafka's admin client does it: `/admin/delete_topics/T`.
+    /// The controller stops every replica (StopReplica with delete) before it
+    /// removes the topic's znodes, so Kafka brokers delete their logs too.
+    async fn delete_through_kafka_controller(
+        &self,
+        client: &Client,
+        name: &str,
+        timeout: Duration,
+    ) -> Result<(), (i16, String)> {
+        use kafka_protocol::ResponseError as E;
+        if client.check_stat(&znodes::topic_path(name)).await.map_err(refusal)?.is_none() {
+            return Err((E::UnknownTopicOrPartition.code(), format!("The topic '{name}' does not exist.")));
+        }
+        let persistent = CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+        match client.mkdir(znodes::DELETE_TOPICS, &persistent).await {
+            Ok(()) | Err(ZkError::NodeExists) => {}
+            Err(e) => return Err(refusal(e)),
+        }
+        let path = format!("{}/{name}", znodes::DELETE_TOPICS);
+        match client.create(&path, b"", &persistent).await {
+            Ok(_) | Err(ZkError::NodeExists) => {}
+            Err(e) => return Err(refusal(e)),
+        }
+        log("info", "topic_deletion_asked", &[("topic", &name)]);
+        self.wait_until_gone(name, timeout).await;
+        Ok(())
     }
 
     /// Grows a topic to `count` partitions: the new ones placed as a new

@@ -68,6 +68,13 @@ impl ClusterView {
         self.brokers.contains_key(&broker)
     }
 
+    /// Whether a Kafka broker is a live member: a cluster in migration, where
+    /// only a Kafka broker may be the controller (it sends its brokers
+    /// LeaderAndIsr; a seglog controller sends none).
+    pub fn has_kafka_broker(&self) -> bool {
+        self.brokers.values().any(|b| !b.seglog)
+    }
+
     pub fn state(&self, topic: &str, partition: i32) -> Option<&VersionedState> {
         let t = self.topics.get(topic)?;
         t.states.get(usize::try_from(partition).ok()?)?.as_ref()

@@ -13,6 +13,10 @@ pub const CONTROLLER: &str = "/controller";
 pub const CONTROLLER_EPOCH: &str = "/controller_epoch";
 pub const CLUSTER_ID: &str = "/cluster/id";
 pub const PRODUCER_ID_BLOCK: &str = "/latest_producer_id_block";
+/// Where a topic's deletion is asked of a Kafka controller.
+pub const DELETE_TOPICS: &str = "/admin/delete_topics";
+/// Where a leader that changed ISRs tells a Kafka controller to read them.
+pub const ISR_CHANGE_NOTIFICATION: &str = "/isr_change_notification";
 
 /// The persistent parents every member expects to exist.
 pub const PARENTS: &[&str] = &["/brokers/ids", "/brokers/topics", "/config/topics", "/cluster"];
@@ -47,6 +51,9 @@ pub struct BrokerRegistration {
     /// The zxid that created the registration: a new one after every restart
     /// or expired session.
     pub epoch: i64,
+    /// A seglog broker (its registration carries `seglog_version`, a field
+    /// Kafka's decoder ignores); `false` for a Kafka broker.
+    pub seglog: bool,
 }
 
 impl BrokerRegistration {
@@ -60,6 +67,7 @@ impl BrokerRegistration {
             "jmx_port": -1,
             "timestamp": now_ms.to_string(),
             "features": {},
+            "seglog_version": env!("CARGO_PKG_VERSION"),
         });
         if let Some(rack) = &self.rack {
             v["rack"] = Value::String(rack.clone());
@@ -84,6 +92,7 @@ impl BrokerRegistration {
             port: i32::try_from(port?).ok()?,
             rack: v["rack"].as_str().map(str::to_string),
             epoch,
+            seglog: v["seglog_version"].is_string(),
         })
     }
 }
@@ -239,6 +248,14 @@ pub fn controller_to_json(id: i32, now_ms: i64) -> Vec<u8> {
 pub fn controller_from_json(data: &[u8]) -> Option<i32> {
     let v: Value = serde_json::from_slice(data).ok()?;
     v["brokerid"].as_i64().and_then(|id| i32::try_from(id).ok())
+}
+
+/// `/isr_change_notification/isr_change_<seq>`: the partitions whose ISR a
+/// leader changed, for the controller to read again (Kafka's notification
+/// before AlterPartition).
+pub fn isr_change_to_json(partitions: &[(String, i32)]) -> Vec<u8> {
+    let ps: Vec<Value> = partitions.iter().map(|(t, p)| json!({"topic": t, "partition": p})).collect();
+    json!({"version": 1, "partitions": ps}).to_string().into_bytes()
 }
 
 /// `/cluster/id`.

@@ -4,13 +4,25 @@ use super::*;
 
 #[test]
 fn kafka_json_round_trips() {
-    let r =
-        BrokerRegistration { id: 2, host: "127.0.0.1".into(), port: 9093, rack: Some("r2".into()), epoch: 7 };
+    let r = BrokerRegistration {
+        id: 2,
+        host: "127.0.0.1".into(),
+        port: 9093,
+        rack: Some("r2".into()),
+        epoch: 7,
+        seglog: true,
+    };
     let back = BrokerRegistration::from_json(2, &r.to_json(1), 7).unwrap();
     assert_eq!(back, r);
     let kafka = br#"{"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},"endpoints":["PLAINTEXT://k1:9092"],"jmx_port":-1,"features":{},"host":null,"timestamp":"1","port":-1,"version":5}"#;
     let k = BrokerRegistration::from_json(1, kafka, 3).unwrap();
-    assert_eq!((k.host.as_str(), k.port, k.rack), ("k1", 9092, None));
+    assert_eq!((k.host.as_str(), k.port, k.rack, k.seglog), ("k1", 9092, None, false));
+    // Kafka 3.9 at inter.broker.protocol.version 2.6: version 4, no features.
+    let kafka4 = br#"{"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},"endpoints":["PLAINTEXT://127.0.0.1:40001"],"jmx_port":-1,"port":40001,"host":"127.0.0.1","version":4,"timestamp":"1"}"#;
+    let k = BrokerRegistration::from_json(3, kafka4, 9).unwrap();
+    assert_eq!((k.host.as_str(), k.port, k.seglog), ("127.0.0.1", 40001, false));
+    let note: Value = serde_json::from_slice(&isr_change_to_json(&[("t".into(), 2)])).unwrap();
+    assert_eq!(note, json!({"version": 1, "partitions": [{"topic": "t", "partition": 2}]}));
 
     let state = PartitionState::new(3, 1, 4, vec![1, 2]);
     let text = String::from_utf8(state.to_json()).unwrap();

@@ -27,6 +27,34 @@ impl Store {
         overrides: &BTreeMap<String, String>,
         topic_id: Option<&str>,
     ) -> Result<Arc<Topic>> {
+        self.create_topic_as(name, partitions, overrides, topic_id, false)
+    }
+
+    /// A cluster's topic: `create_topic_with_id` under the id ZooKeeper names
+    /// or, for a topic without one (a Kafka controller below
+    /// inter.broker.protocol.version 2.8 gives none, and its brokers write no
+    /// `partition.metadata`), under a new local id, adopting directories
+    /// with records and no `partition.metadata`: before topic ids, Kafka's
+    /// identity of a partition directory is its name. A directory whose
+    /// `partition.metadata` names an id is still refused.
+    pub fn create_cluster_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        overrides: &BTreeMap<String, String>,
+        topic_id: Option<&str>,
+    ) -> Result<Arc<Topic>> {
+        self.create_topic_as(name, partitions, overrides, topic_id, topic_id.is_none())
+    }
+
+    fn create_topic_as(
+        &self,
+        name: &str,
+        partitions: i32,
+        overrides: &BTreeMap<String, String>,
+        topic_id: Option<&str>,
+        adopt_unnamed: bool,
+    ) -> Result<Arc<Topic>> {
         self.check_writable("create_topic")?;
         validate_topic_name(name)?;
         if !(1..=MAX_PARTITIONS).contains(&partitions) {
@@ -40,13 +68,13 @@ impl Store {
             return Err(Error::TopicExists(name.to_string()));
         }
         let id = topic_id.map_or_else(new_topic_id, str::to_string);
-        self.refuse_directories_with_records(name, 0..partitions, &id)?;
+        self.refuse_directories_with_records(name, 0..partitions, &id, adopt_unnamed)?;
         // The topic exists once the topics file names it; partitions are made
         // first, and a create that fails part-way (a full disk, no file
         // descriptors left) removes what it made (never what it adopted).
         let tf =
             TopicFile { name: name.to_string(), topic_id: id.clone(), partitions, config: overrides.clone() };
-        let logs = self.create_partitions_of(name, 0..partitions, &id, &config, tf)?;
+        let logs = self.create_partitions_of(name, 0..partitions, &id, &config, tf, adopt_unnamed)?;
         let topic = Arc::new(Topic {
             name: name.to_string(),
             id,
@@ -67,12 +95,13 @@ impl Store {
         id: &str,
         config: &Arc<LogConfig>,
         tf: TopicFile,
+        adopt_unnamed: bool,
     ) -> Result<Vec<Arc<PartitionLog>>> {
         let mut made = Vec::with_capacity(range.len());
         let result = range
             .clone()
             .try_for_each(|p| {
-                made.push(self.create_partition(name, p, id, config)?);
+                made.push(self.create_partition(name, p, id, config, adopt_unnamed)?);
                 Ok(())
             })
             .and_then(|()| self.write_topics_file(TopicChange::Put(tf)));
@@ -92,17 +121,30 @@ impl Store {
     }
 
     /// One new partition's directory and log, or the one there adopted
-    /// (`true`) when its `partition.metadata` names topic `id`.
+    /// (`true`) when its `partition.metadata` names topic `id` (or, with
+    /// `adopt_unnamed`, when it has none: it is given one naming `id`).
     fn create_partition(
         &self,
         name: &str,
         p: i32,
         id: &str,
         config: &Arc<LogConfig>,
+        adopt_unnamed: bool,
     ) -> Result<(Arc<PartitionLog>, bool)> {
         let dir = partition_dir(&self.path, name, p);
-        if holds_data(&dir)? && metadata_topic_id(&dir)?.as_deref() == Some(id) {
-            return Ok((self.adopt_partition(&dir, name, p, config)?, true));
+        if holds_data(&dir)? {
+            let found = metadata_topic_id(&dir)?;
+            if found.as_deref() == Some(id) {
+                return Ok((self.adopt_partition(&dir, name, p, config)?, true));
+            }
+            if found.is_none() && adopt_unnamed {
+                let log = self.adopt_partition(&dir, name, p, config)?;
+                checkpoint::write_atomic(
+                    &dir.join(PARTITION_METADATA),
+                    format!("version: 0\ntopic_id: {id}\n").as_bytes(),
+                )?;
+                return Ok((log, true));
+            }
         }
         // Empty (what an interrupted create or grow leaves), a directory under
         // the new partition's name is renamed aside as a stray
@@ -222,14 +264,14 @@ impl Store {
                 "partitions must be between 1 and {MAX_PARTITIONS}, got {new_total}"
             )));
         }
-        self.refuse_directories_with_records(name, current..new_total, &old.id)?;
+        self.refuse_directories_with_records(name, current..new_total, &old.id, false)?;
         let tf = TopicFile {
             name: name.to_string(),
             topic_id: old.id.clone(),
             partitions: new_total,
             config: old.overrides.clone(),
         };
-        let logs = self.create_partitions_of(name, current..new_total, &old.id, &old.config, tf)?;
+        let logs = self.create_partitions_of(name, current..new_total, &old.id, &old.config, tf, false)?;
         let mut partitions = old.partitions.clone();
         partitions.extend(logs);
         let topic = Arc::new(Topic {
@@ -273,6 +315,7 @@ impl Store {
         name: &str,
         partitions: std::ops::Range<i32>,
         id: &str,
+        adopt_unnamed: bool,
     ) -> Result<()> {
         for p in partitions {
             let dir = partition_dir(&self.path, name, p);
@@ -280,7 +323,7 @@ impl Store {
                 continue;
             }
             let found = metadata_topic_id(&dir)?;
-            if found.as_deref() != Some(id) {
+            if found.as_deref() != Some(id) && !(adopt_unnamed && found.is_none()) {
                 let whose = match found {
                     Some(other) => format!("of topic id {other}, not {id}"),
                     None => "without a partition.metadata naming its topic id".to_string(),

@@ -570,6 +570,42 @@ fn directories_in_the_way_are_kept_and_deletes_are_finished() {
 /// topics live in ZooKeeper): a create naming the same topic id adopts each
 /// partition as it is, with its checkpoint entries; another id, or none, is
 /// refused and the directory left alone.
+/// A cluster topic without a topic id (a Kafka controller below
+/// inter.broker.protocol.version 2.8 gives none, its brokers write no
+/// `partition.metadata`): a directory with records and no
+/// `partition.metadata` is adopted and given one; one naming an id is not.
+#[test]
+fn a_cluster_topic_without_an_id_adopts_directories_without_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    let t = store.create_topic("t", 2, &none()).unwrap();
+    for v in [b"a", b"b", b"c"] {
+        t.partition(1).unwrap().append_as_leader(one(v), AppendOrigin::Embedded).unwrap();
+    }
+    t.partition(0).unwrap().append_as_leader(one(b"x"), AppendOrigin::Embedded).unwrap();
+    store.close().unwrap();
+    drop((t, store));
+    fs::remove_file(dir.path().join(TOPICS_FILE)).unwrap();
+    fs::remove_file(dir.path().join("t-1").join("partition.metadata")).unwrap();
+
+    let store = Store::open(dir.path(), &none(), false).unwrap();
+    // Partition 0 still names its old id: refused, and nothing is made.
+    let refused = store.create_cluster_topic("t", 2, &none(), None).err().unwrap().to_string();
+    assert!(refused.contains("already holds records of topic id"), "{refused}");
+    assert!(store.topics().unwrap().is_empty());
+    fs::remove_dir_all(dir.path().join("t-0")).unwrap();
+    // A plain create of a new id does not take a directory it cannot tell is its own.
+    let refused = store.create_topic("t", 2, &none()).err().unwrap().to_string();
+    assert!(refused.contains("without a partition.metadata"), "{refused}");
+    let t = store.create_cluster_topic("t", 2, &none(), None).unwrap();
+    let p1 = t.partition(1).unwrap();
+    assert_eq!(p1.log_end_offset(), 3);
+    let meta = fs::read_to_string(dir.path().join("t-1").join("partition.metadata")).unwrap();
+    assert_eq!(meta, format!("version: 0\ntopic_id: {}\n", t.id));
+    assert_eq!(t.partition(0).unwrap().log_end_offset(), 0);
+    store.close().unwrap();
+}
+
 #[test]
 fn partitions_of_the_same_topic_id_are_adopted() {
     let dir = tempfile::tempdir().unwrap();
