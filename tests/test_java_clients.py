@@ -7,6 +7,7 @@ against the store."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -191,6 +192,11 @@ def test_consumer_group_shares_partitions_and_takes_over_on_leave_and_death(
         assert sorted((c["partition"], c["offset"]) for c in done(lines)["committed"]) == [
             (p, 155) for p in range(6)
         ]
+        # The Java consumer fetched in sessions (KIP-227): after the first, its requests
+        # named only the partitions whose position moved, and what it read is whole.
+        counts = dict(re.findall(r"^seglog_(\w+)_total (\d+)$", broker.metrics_text(), re.M))
+        assert int(counts["fetch_sessions_opened"]) >= 4, counts
+        assert int(counts["incremental_fetches"]) > int(counts["fetch_sessions_opened"]), counts
 
 
 @pytest.mark.parametrize("version", VERSIONS)

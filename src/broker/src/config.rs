@@ -98,6 +98,9 @@ pub struct BrokerConfig {
     /// leader sends a consumer that names its rack to an in-sync replica in
     /// that rack (KIP-392); unset, consumers read from leaders.
     pub rack_aware_reads: bool,
+    /// `max.incremental.fetch.session.cache.slots`: fetch sessions kept at
+    /// once (KIP-227); 0 makes none.
+    pub max_incremental_fetch_session_cache_slots: usize,
     /// Store and topic keys, for a broker that opens its store itself.
     pub store: BTreeMap<String, String>,
 }
@@ -139,6 +142,7 @@ impl Default for BrokerConfig {
             controlled_shutdown_max_retries: 3,
             controlled_shutdown_retry_backoff_ms: 5_000,
             rack_aware_reads: false,
+            max_incremental_fetch_session_cache_slots: 1000,
             store: BTreeMap::new(),
         }
     }
@@ -193,6 +197,7 @@ pub const BROKER_KEYS: &[&str] = &[
     "controlled.shutdown.max.retries",
     "controlled.shutdown.retry.backoff.ms",
     "replica.selector.class",
+    "max.incremental.fetch.session.cache.slots",
 ];
 
 fn int(key: &str, value: &str, min: i64, max: i64) -> Result<i64> {
@@ -320,6 +325,10 @@ impl BrokerConfig {
                 }
                 "controlled.shutdown.retry.backoff.ms" => {
                     c.controlled_shutdown_retry_backoff_ms = int(key, value, 0, i64::MAX)? as u64
+                }
+                "max.incremental.fetch.session.cache.slots" => {
+                    c.max_incremental_fetch_session_cache_slots =
+                        int(key, value, 0, i32::MAX.into())? as usize
                 }
                 "replica.selector.class" => {
                     c.rack_aware_reads = match value.trim() {

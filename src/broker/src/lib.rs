@@ -25,6 +25,7 @@ mod cluster;
 pub mod config;
 mod connection;
 pub mod coordinator;
+mod fetch_session;
 mod frame;
 mod handlers;
 mod logline;

@@ -50,6 +50,8 @@ pub struct Metrics {
     /// A cluster member's replication: Kafka's IsrShrinksPerSec,
     /// IsrExpandsPerSec, LeaderCount and UnderReplicatedPartitions.
     pub isr_shrinks: Counter,
+    pub fetch_sessions_opened: Counter,
+    pub incremental_fetches: Counter,
     pub isr_expands: Counter,
     pub leader_partitions: Gauge,
     pub under_replicated_partitions: Gauge,
@@ -88,6 +90,8 @@ impl Default for Metrics {
             purgatory_wakeups: Counter::default(),
             purgatory_parked: Gauge::default(),
             isr_shrinks: Counter::default(),
+            fetch_sessions_opened: Counter::default(),
+            incremental_fetches: Counter::default(),
             isr_expands: Counter::default(),
             leader_partitions: Gauge::default(),
             under_replicated_partitions: Gauge::default(),
@@ -177,6 +181,16 @@ impl Default for Metrics {
             m.purgatory_parked.clone(),
         );
         registry.register(
+            "fetch_sessions_opened",
+            "Fetch sessions made (KIP-227; Kafka's IncrementalFetchSessionEvictionsPerSec counts their ends)",
+            m.fetch_sessions_opened.clone(),
+        );
+        registry.register(
+            "incremental_fetches",
+            "Fetch requests served within a fetch session, naming only what changed",
+            m.incremental_fetches.clone(),
+        );
+        registry.register(
             "isr_shrinks",
             "Followers dropped from an ISR by this leader (IsrShrinksPerSec)",
             m.isr_shrinks.clone(),
@@ -249,6 +263,8 @@ impl Metrics {
         m.insert("responses_deferred".into(), self.responses_deferred.get());
         m.insert("purgatory_wakeups".into(), self.purgatory_wakeups.get());
         m.insert("purgatory_parked".into(), self.purgatory_parked.get().max(0) as u64);
+        m.insert("fetch_sessions_opened".into(), self.fetch_sessions_opened.get());
+        m.insert("incremental_fetches".into(), self.incremental_fetches.get());
         m.insert("isr_shrinks".into(), self.isr_shrinks.get());
         m.insert("isr_expands".into(), self.isr_expands.get());
         m.insert("leader_partitions".into(), self.leader_partitions.get().max(0) as u64);

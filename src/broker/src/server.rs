@@ -15,6 +15,7 @@ use tokio::task::JoinSet;
 use crate::config::BrokerConfig;
 use crate::connection::serve_connection;
 use crate::coordinator::{Coordinator, GroupConfig};
+use crate::fetch_session::FetchSessions;
 use crate::logline::log;
 use crate::memory::Memory;
 use crate::metrics::{serve_metrics, Metrics};
@@ -44,6 +45,8 @@ pub struct Shared {
     /// This broker's part in a cluster (`zookeeper.connect`); `None` for a
     /// single broker, which leads every partition of its store.
     pub replication: Option<Arc<Replication>>,
+    /// Fetchers' sessions (KIP-227).
+    pub fetch_sessions: FetchSessions,
 }
 
 pub struct Broker {
@@ -170,6 +173,7 @@ impl Broker {
             metrics.clone(),
             stop_rx.clone(),
         ));
+        let fetch_sessions = FetchSessions::new(config.max_incremental_fetch_session_cache_slots);
         let shared = Arc::new(Shared {
             store,
             config,
@@ -182,6 +186,7 @@ impl Broker {
             replica_manager,
             coordinator,
             replication,
+            fetch_sessions,
         });
         runtime.spawn(shared.coordinator.clone().run_timer(stop_rx.clone()));
         let (host, port) = &shared.advertised;

@@ -12,23 +12,19 @@ use std::time::{Duration, Instant};
 
 use bytes::{BufMut, BytesMut};
 use kafka_protocol::messages::{FetchRequest, RequestHeader};
-use kafka_protocol::ResponseError;
 
 use super::Reply;
+use crate::fetch_session::Context;
 use crate::replica_manager::{FetchParams, Reader, TopicData, Wanted};
 use crate::response::{encode_header, Part, Response};
 use crate::server::Shared;
 
-/// v4 is the first with RecordBatch v2 (librdkafka's MSGVER2), v10 the first
-/// with zstd; v12 is flexible and would need topic ids and sessions.
+/// v4 is the first with RecordBatch v2 (librdkafka's MSGVER2), v7 the first
+/// with fetch sessions, v10 the first with zstd; v12 is flexible and would
+/// need topic ids.
 pub const VERSIONS: (i16, i16) = (4, 11);
 
 pub async fn handle(shared: &Arc<Shared>, r: FetchRequest, header: &RequestHeader, version: i16) -> Reply {
-    if r.session_id != 0 || r.session_epoch > 0 {
-        // No fetch session was ever handed out (every answer says session 0).
-        let body = encode(version, ResponseError::FetchSessionIdNotFound.code(), &[], r.isolation_level);
-        return built(header, body);
-    }
     let wanted: Vec<Wanted> = r
         .topics
         .iter()
@@ -42,6 +38,32 @@ pub async fn handle(shared: &Arc<Shared>, r: FetchRequest, header: &RequestHeade
             })
         })
         .collect();
+    // v7+ carry fetch sessions (KIP-227, see `fetch_session`).
+    let (context, wanted) = if version >= 7 {
+        let forgotten: Vec<(String, i32)> = r
+            .forgotten_topics_data
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(move |&p| (t.topic.0.to_string(), p)))
+            .collect();
+        match shared.fetch_sessions.begin(r.session_id, r.session_epoch, wanted, &forgotten) {
+            Ok(resolved) => resolved,
+            Err(code) => {
+                shared.metrics.error("Fetch", code);
+                return built(header, encode(version, code, 0, &[], r.isolation_level));
+            }
+        }
+    } else {
+        (Context::Sessionless, wanted)
+    };
+    match context {
+        Context::New(_) => {
+            shared.metrics.fetch_sessions_opened.inc();
+        }
+        Context::Incremental(_) => {
+            shared.metrics.incremental_fetches.inc();
+        }
+        Context::Sessionless => {}
+    }
     let params = FetchParams {
         max_bytes: i64::from(r.max_bytes.max(0)),
         min_bytes: r.min_bytes.max(0) as u64,
@@ -57,7 +79,8 @@ pub async fn handle(shared: &Arc<Shared>, r: FetchRequest, header: &RequestHeade
     for p in topics.iter().flat_map(|t| &t.partitions) {
         shared.metrics.error("Fetch", p.error_code);
     }
-    built(header, encode(version, 0, &topics, r.isolation_level))
+    let topics = shared.fetch_sessions.finish(context, topics);
+    built(header, encode(version, 0, context.session_id(), &topics, r.isolation_level))
 }
 
 fn built(header: &RequestHeader, body: Vec<Part>) -> Reply {
@@ -77,13 +100,19 @@ fn put_string(buf: &mut BytesMut, s: &str) {
 
 /// The FetchResponse body of `version` (4 to 11) as parts: the fields as
 /// bytes, each partition's records as its file slice.
-pub fn encode(version: i16, error: i16, topics: &[TopicData], isolation_level: i8) -> Vec<Part> {
+pub fn encode(
+    version: i16,
+    error: i16,
+    session_id: i32,
+    topics: &[TopicData],
+    isolation_level: i8,
+) -> Vec<Part> {
     let mut parts = Vec::new();
     let mut buf = BytesMut::with_capacity(256);
     buf.put_i32(0); // throttle_time_ms
     if version >= 7 {
         buf.put_i16(error);
-        buf.put_i32(0); // session_id: no sessions
+        buf.put_i32(session_id);
     }
     buf.put_i32(topics.len() as i32);
     for t in topics {

@@ -53,7 +53,7 @@ fn the_hand_encoded_response_decodes_with_the_protocol_crate_at_every_version() 
     assert_eq!(total, expected.len() as u64);
     for version in VERSIONS.0..=VERSIONS.1 {
         for isolation in [0i8, 1] {
-            let bytes = flatten(&encode(version, 0, &topics, isolation));
+            let bytes = flatten(&encode(version, 0, 0, &topics, isolation));
             let r = FetchResponse::decode(&mut Bytes::from(bytes), version).unwrap();
             let names: Vec<_> = r.responses.iter().map(|t| t.topic.0.to_string()).collect();
             assert_eq!(names, ["t", "nope", "t"], "v{version}");

@@ -89,6 +89,7 @@ fn shared() -> (tempfile::TempDir, Arc<Shared>) {
         answering: tokio::sync::Semaphore::new(1),
         replica_manager,
         replication: None,
+        fetch_sessions: crate::fetch_session::FetchSessions::new(4),
     });
     (dir, shared)
 }
