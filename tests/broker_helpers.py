@@ -332,3 +332,51 @@ def record_batch(values: list[bytes], timestamp: int = 1_700_000_000_000) -> byt
     for i, v in enumerate(values):
         b.append(i, timestamp=timestamp + i, key=None, value=v, headers=[])
     return bytes(b.build())
+
+
+def fetch_request_v11(
+    session_id: int,
+    epoch: int,
+    partitions: list[tuple[str, int, int]],
+    forgotten: list[tuple[str, int]] = (),  # type: ignore[assignment]
+    max_wait_ms: int = 0,
+) -> bytes:
+    """A consumer's Fetch v11 body: the session (id, epoch), the (topic, partition,
+    offset) to fetch and the (topic, partition) to forget."""
+    body = struct.pack(">iiiibii", -1, max_wait_ms, 0, 1 << 20, 0, session_id, epoch)
+    topics: dict[str, list[tuple[int, int]]] = {}
+    for t, p, offset in partitions:
+        topics.setdefault(t, []).append((p, offset))
+    body += struct.pack(">i", len(topics))
+    for t, ps in topics.items():
+        body += string(t) + struct.pack(">i", len(ps))
+        for p, offset in ps:
+            body += struct.pack(">iiqqi", p, -1, offset, -1, 1 << 20)
+    gone: dict[str, list[int]] = {}
+    for t, p in forgotten:
+        gone.setdefault(t, []).append(p)
+    body += struct.pack(">i", len(gone))
+    for t, ps in gone.items():
+        body += string(t) + struct.pack(">i", len(ps)) + b"".join(struct.pack(">i", p) for p in ps)
+    return body + string("")
+
+
+def parse_fetch_v11(body: bytes) -> tuple[int, int, list[tuple[str, int, int, int, int]]]:
+    """(error code, session id, [(topic, partition, error code, high watermark, record
+    bytes)]) of a Fetch v11 response."""
+    _throttle, error, session_id, ntopics = struct.unpack_from(">ihii", body)
+    pos = 14
+    out = []
+    for _ in range(ntopics):
+        (n,) = struct.unpack_from(">h", body, pos)
+        name = body[pos + 2 : pos + 2 + n].decode()
+        pos += 2 + n
+        (nparts,) = struct.unpack_from(">i", body, pos)
+        pos += 4
+        for _ in range(nparts):
+            p, err, hw, _lso, _start, naborted = struct.unpack_from(">ihqqqi", body, pos)
+            pos += 34 + max(naborted, 0) * 16 + 4  # and preferred_read_replica
+            (size,) = struct.unpack_from(">i", body, pos)
+            pos += 4 + max(size, 0)
+            out.append((name, p, err, hw, max(size, 0)))
+    return error, session_id, out
