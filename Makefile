@@ -15,7 +15,7 @@ BENCH_ARGS ?=
 export VIRTUAL_ENV := $(CURDIR)/$(VENV)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: run test test-rust test-python test-crash test-cluster test-java java spark-kafka maven cluster zookeeper lint bench bench-kcat bench-spark bench-kafka bench-rust develop wheel clean
+.PHONY: run test test-rust test-python test-crash test-cluster test-java java spark-kafka maven cluster zookeeper lint bench bench-kcat bench-spark bench-kafka bench-fetch bench-rust develop wheel clean
 
 $(PY):
 	@echo "==> creating $(VENV)"
@@ -141,6 +141,7 @@ bench: develop $(VENV)/.bench-installed bench-kcat zookeeper
 	OPENBLAS_NUM_THREADS=1 $(PY) benches/run.py $(BENCH_ARGS)
 	$(MAKE) --no-print-directory bench-spark
 	$(MAKE) --no-print-directory bench-kafka
+	$(MAKE) --no-print-directory bench-fetch
 
 # Spark reading seglog through path and through a broker, next to Parquet, and
 # writing through both (docs/spark.md). SPARK_BENCH_ARGS="--records 200000" for less.
@@ -163,6 +164,12 @@ bench-kcat:
 KAFKA_BENCH_ARGS ?=
 bench-kafka: develop java zookeeper
 	$(PY) benches/bench_kafka.py --chart docs/kafka.png $(KAFKA_BENCH_ARGS)
+
+# Fetch sessions on a 1,000-partition consumer (seglog and Kafka 3.9, with and without
+# a session) and follower fetching for a consumer in another rack than the leader.
+FETCH_BENCH_ARGS ?=
+bench-fetch: develop java zookeeper
+	$(PY) benches/bench_fetch.py $(FETCH_BENCH_ARGS)
 
 # Criterion benchmarks of the core alone (append, read, index lookup).
 bench-rust:

@@ -165,3 +165,31 @@ def test_a_consumer_reads_from_the_replica_in_its_rack(
     assert in_r2.get(2, 0) > payload and in_r2.get(1, 0) < payload / 10, in_r2
     anywhere = read_all(None)
     assert anywhere.get(1, 0) > payload and anywhere.get(2, 0) < payload / 10, anywhere
+
+
+def test_a_reassignment_written_to_the_admin_znode_is_carried_out_and_the_znode_deleted(
+    local_cluster: MakeCluster, zk_of: Callable[[LocalCluster], Zk]
+) -> None:
+    """The way before AlterPartitionReassignments (ZooKeeper-based tools and operators):
+    `/admin/reassign_partitions` names t-0's new replicas; the controller moves them,
+    broker 3 catches up into the ISR, broker 1 leaves it, and the znode goes once done."""
+    cluster, zk = up(local_cluster, zk_of, config=FAST)
+    topic = NewTopic(TOPIC, num_partitions=1, replication_factor=-1, replica_assignment=[[1, 2]])
+    creator = admin(cluster.bootstrap_servers)
+    creator.create_topics([topic])[TOPIC].result(30)
+    zk.wait_until_isr(TOPIC, [0], {1, 2})
+    values = [(0, f"{i}".encode()) for i in range(200)]
+    acked, failed = produce_and_report(producer(cluster.bootstrap_servers), TOPIC, values)
+    assert not failed and len(acked) == 200, failed[:3]
+    plan = {"version": 1, "partitions": [{"topic": TOPIC, "partition": 0, "replicas": [2, 3]}]}
+    zk.client.create("/admin/reassign_partitions", json.dumps(plan).encode(), makepath=True)
+    wait_for(
+        "the admin znode deleted once the move is done",
+        lambda: not zk.exists("/admin/reassign_partitions"),
+        60,
+    )
+    assert zk.assignment(TOPIC) == {0: [2, 3]}
+    zk.wait_until_isr(TOPIC, [0], {2, 3})
+    assert set(zk.isr(TOPIC, 0)) == {2, 3}
+    consumed = consume_all(cluster.bootstrap_servers, TOPIC, [0], settle=next_offsets(acked))
+    assert check_acknowledged(acked, consumed).ok

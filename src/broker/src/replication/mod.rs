@@ -421,6 +421,7 @@ impl Replication {
             }
         }
         self.control(client, &view, false).await;
+        self.legacy_reassignments(client).await;
         Ok(())
     }
 

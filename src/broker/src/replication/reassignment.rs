@@ -79,6 +79,56 @@ impl Replication {
         Ok(results)
     }
 
+    /// `/admin/reassign_partitions`, on the controller: its moves not yet
+    /// started are started; once each of its partitions has its target as
+    /// its replicas (or its topic is gone), the znode is deleted, as Kafka's
+    /// controller deletes it. A znode that is not Kafka's JSON is deleted
+    /// with a log line.
+    pub(super) async fn legacy_reassignments(&self, client: &Client) {
+        let view = self.view();
+        if view.controller != Some(self.node_id) {
+            return;
+        }
+        let (data, stat) = match client.get_data(znodes::REASSIGN_PARTITIONS).await {
+            Ok(found) => found,
+            Err(ZkError::NoNode) => return,
+            Err(e) => return log("warn", "reassign_partitions_read_failed", &[("error", &e)]),
+        };
+        let Some(targets) = znodes::legacy_reassignment_from_json(&data) else {
+            log("warn", "reassign_partitions_invalid", &[("path", &znodes::REASSIGN_PARTITIONS)]);
+            let _ = client.delete(znodes::REASSIGN_PARTITIONS, Some(stat.version)).await;
+            return;
+        };
+        let replicas = |(t, p): &(String, i32)| view.replicas(t, *p).map(<[i32]>::to_vec);
+        let reassigning = |(t, p): &(String, i32)| view.topics.get(t).is_some_and(|tv| tv.reassigning(*p));
+        let to_start: Vec<Target> = targets
+            .iter()
+            .filter(|(key, rs)| replicas(key).is_some_and(|now| now != *rs) && !reassigning(key))
+            .map(|(key, rs)| (key.clone(), Some(rs.clone())))
+            .collect();
+        if !to_start.is_empty() {
+            match self.alter_reassignments(to_start, true).await {
+                Ok(results) => {
+                    for ((topic, p), code, message) in results.into_iter().filter(|r| r.1 != 0) {
+                        let why = message.unwrap_or_default();
+                        let fields: [(&str, &dyn std::fmt::Display); 4] =
+                            [("topic", &topic), ("partition", &p), ("error", &code), ("why", &why)];
+                        log("warn", "reassign_partitions_refused", &fields);
+                    }
+                }
+                Err((code, message)) => {
+                    log("warn", "reassign_partitions_failed", &[("error", &code), ("why", &message)])
+                }
+            }
+            return;
+        }
+        let done =
+            targets.iter().all(|(key, rs)| replicas(key).is_none_or(|now| now == *rs && !reassigning(key)));
+        if done && client.delete(znodes::REASSIGN_PARTITIONS, Some(stat.version)).await.is_ok() {
+            log("info", "reassign_partitions_completed", &[("partitions", &targets.len())]);
+        }
+    }
+
     /// The ongoing reassignments of `partitions` (`None`: all), on the controller.
     pub fn list_reassignments(
         &self,

@@ -13,6 +13,10 @@ pub const CONTROLLER: &str = "/controller";
 pub const CONTROLLER_EPOCH: &str = "/controller_epoch";
 pub const CLUSTER_ID: &str = "/cluster/id";
 pub const PRODUCER_ID_BLOCK: &str = "/latest_producer_id_block";
+/// Reassignments asked the old way (before AlterPartitionReassignments):
+/// `{"version":1,"partitions":[{"topic","partition","replicas"}]}`, deleted by
+/// the controller once every one of them is complete.
+pub const REASSIGN_PARTITIONS: &str = "/admin/reassign_partitions";
 /// Where a topic's deletion is asked of a Kafka controller.
 pub const DELETE_TOPICS: &str = "/admin/delete_topics";
 /// Where a leader that changed ISRs tells a Kafka controller to read them.
@@ -256,6 +260,29 @@ pub fn controller_from_json(data: &[u8]) -> Option<i32> {
 pub fn isr_change_to_json(partitions: &[(String, i32)]) -> Vec<u8> {
     let ps: Vec<Value> = partitions.iter().map(|(t, p)| json!({"topic": t, "partition": p})).collect();
     json!({"version": 1, "partitions": ps}).to_string().into_bytes()
+}
+
+/// A partition and its replicas.
+pub type PartitionReplicas = ((String, i32), Vec<i32>);
+
+/// The partitions and target replicas of `/admin/reassign_partitions`;
+/// `None` if the JSON is not Kafka's.
+pub fn legacy_reassignment_from_json(data: &[u8]) -> Option<Vec<PartitionReplicas>> {
+    let v: Value = serde_json::from_slice(data).ok()?;
+    v["partitions"]
+        .as_array()?
+        .iter()
+        .map(|p| {
+            let topic = p["topic"].as_str()?.to_string();
+            let partition = i32::try_from(p["partition"].as_i64()?).ok()?;
+            let replicas = p["replicas"]
+                .as_array()?
+                .iter()
+                .map(|r| r.as_i64().and_then(|r| i32::try_from(r).ok()))
+                .collect::<Option<Vec<i32>>>()?;
+            Some(((topic, partition), replicas))
+        })
+        .collect()
 }
 
 /// `/cluster/id`.

@@ -21,6 +21,9 @@ fn kafka_json_round_trips() {
     let kafka4 = br#"{"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},"endpoints":["PLAINTEXT://127.0.0.1:40001"],"jmx_port":-1,"port":40001,"host":"127.0.0.1","version":4,"timestamp":"1"}"#;
     let k = BrokerRegistration::from_json(3, kafka4, 9).unwrap();
     assert_eq!((k.host.as_str(), k.port, k.seglog), ("127.0.0.1", 40001, false));
+    let legacy = br#"{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2,4]}]}"#;
+    assert_eq!(legacy_reassignment_from_json(legacy), Some(vec![(("t".to_string(), 0), vec![1, 2, 4])]));
+    assert_eq!(legacy_reassignment_from_json(br#"{"partitions":[{"topic":"t"}]}"#), None);
     let note: Value = serde_json::from_slice(&isr_change_to_json(&[("t".into(), 2)])).unwrap();
     assert_eq!(note, json!({"version": 1, "partitions": [{"topic": "t", "partition": 2}]}));
 
