@@ -264,17 +264,22 @@ def produce_request_v3(topic: str, partition: int, records: bytes, acks: int = -
     return body
 
 
+def topic_header(body: bytes, pos: int) -> tuple[str, int, int]:
+    """A response's topic entry at ``pos``: its name, its partition count, and where
+    its first partition starts."""
+    (n,) = struct.unpack_from(">h", body, pos)
+    name = body[pos + 2 : pos + 2 + n].decode()
+    (nparts,) = struct.unpack_from(">i", body, pos + 2 + n)
+    return name, nparts, pos + 6 + n
+
+
 def parse_produce_v3(body: bytes) -> list[tuple[str, int, int, int, int]]:
     """(topic, partition, error code, base offset, log append time) per partition."""
     out = []
     (ntopics,) = struct.unpack_from(">i", body)
     pos = 4
     for _ in range(ntopics):
-        (n,) = struct.unpack_from(">h", body, pos)
-        name = body[pos + 2 : pos + 2 + n].decode()
-        pos += 2 + n
-        (nparts,) = struct.unpack_from(">i", body, pos)
-        pos += 4
+        name, nparts, pos = topic_header(body, pos)
         for _ in range(nparts):
             p, err, base, lat = struct.unpack_from(">ihqq", body, pos)
             pos += 22
@@ -302,11 +307,7 @@ def parse_fetch_v4(body: bytes) -> list[tuple[str, int, int, int, bytes]]:
     (_throttle, ntopics) = struct.unpack_from(">ii", body)
     pos = 8
     for _ in range(ntopics):
-        (n,) = struct.unpack_from(">h", body, pos)
-        name = body[pos + 2 : pos + 2 + n].decode()
-        pos += 2 + n
-        (nparts,) = struct.unpack_from(">i", body, pos)
-        pos += 4
+        name, nparts, pos = topic_header(body, pos)
         for _ in range(nparts):
             p, err, hw, _lso, naborted = struct.unpack_from(">ihqqi", body, pos)
             pos += 26 + max(naborted, 0) * 16
@@ -368,11 +369,7 @@ def parse_fetch_v11(body: bytes) -> tuple[int, int, list[tuple[str, int, int, in
     pos = 14
     out = []
     for _ in range(ntopics):
-        (n,) = struct.unpack_from(">h", body, pos)
-        name = body[pos + 2 : pos + 2 + n].decode()
-        pos += 2 + n
-        (nparts,) = struct.unpack_from(">i", body, pos)
-        pos += 4
+        name, nparts, pos = topic_header(body, pos)
         for _ in range(nparts):
             p, err, hw, _lso, _start, naborted = struct.unpack_from(">ihqqqi", body, pos)
             pos += 34 + max(naborted, 0) * 16 + 4  # and preferred_read_replica

@@ -1,17 +1,20 @@
 //! A follower's fetcher (Kafka's `ReplicaFetcherThread`): one task per
 //! leader broker, sending the leader Fetch requests with this broker's id as
-//! `replica_id` for every partition followed from it, appending the batches
+//! `replica_id` for every partition followed from it (in a fetch session,
+//! KIP-227: after the first, a request names only the partitions whose
+//! position moved), appending the batches
 //! as they are (offsets, leader epochs and timestamps kept) and taking the
 //! leader's high watermark. Before a partition is fetched in a new leader
 //! epoch its log is cut back to where it agrees with the leader, by leader
 //! epoch (OffsetForLeaderEpoch, KIP-101 with KIP-279's loop), never by the
 //! high watermark.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
 };
@@ -145,12 +148,14 @@ impl Link {
 pub async fn run(me: Arc<Replication>, leader: i32) {
     let mut changes = me.changes();
     let mut link: Option<Link> = None;
+    let mut session = Session::default();
     while !me.stopped() {
         changes.borrow_and_update();
         let followed = me.followed_from(leader);
         let addr = me.view().brokers.get(&leader).map(|b| format!("{}:{}", b.host, b.port));
         let (false, Some(addr)) = (followed.is_empty(), addr) else {
             link = None;
+            session = Session::default();
             let _ = tokio::time::timeout(Duration::from_secs(1), changes.changed()).await;
             continue;
         };
@@ -171,11 +176,12 @@ pub async fn run(me: Arc<Replication>, leader: i32) {
         let Some(l) = link.as_mut() else { continue };
         let result = match followed.iter().filter(|f| !f.truncated).cloned().collect::<Vec<_>>() {
             untruncated if !untruncated.is_empty() => truncate(&me, l, &untruncated).await,
-            _ => fetch(&me, l, &followed).await,
+            _ => fetch(&me, l, &mut session, &followed).await,
         };
         if let Err(e) = result {
             note("warn", "replica_fetch_failed", &[("leader", &leader), ("addr", &addr), ("error", &e)]);
             link = None;
+            session = Session::default();
             tokio::time::sleep(BACKOFF).await;
         }
     }
@@ -266,21 +272,81 @@ async fn truncate(me: &Arc<Replication>, link: &mut Link, parts: &[Followed]) ->
     Ok(())
 }
 
-/// One Fetch for every followed partition.
-async fn fetch(me: &Arc<Replication>, link: &mut Link, parts: &[Followed]) -> std::io::Result<()> {
+/// Where the leader has a followed partition: fetch offset, log start
+/// offset, leader epoch.
+type Position = (i64, i64, i32);
+
+/// The follower's side of a fetch session with its leader (KIP-227): what
+/// the leader was last told of each partition, so that a request names only
+/// the partitions whose position changed, and those no longer followed.
+#[derive(Default)]
+struct Session {
+    /// 0: none; the next request asks for one.
+    id: i32,
+    /// The epoch the next request names.
+    epoch: i32,
+    told: HashMap<(String, i32), Position>,
+}
+
+impl Session {
+    /// After a request of `epoch` naming `named` and forgetting `forgotten`
+    /// was answered with session `id` (0: none).
+    fn answered(&mut self, id: i32, named: Vec<((String, i32), Position)>, forgotten: &[(String, i32)]) {
+        if id == 0 || (self.id != 0 && id != self.id) {
+            *self = Session::default();
+            return;
+        }
+        if self.id == 0 {
+            self.id = id;
+            self.epoch = 1;
+            self.told.clear();
+        } else {
+            self.epoch = if self.epoch == i32::MAX { 1 } else { self.epoch + 1 };
+            for key in forgotten {
+                self.told.remove(key);
+            }
+        }
+        self.told.extend(named);
+    }
+}
+
+/// One Fetch for every followed partition: in a session, naming only those
+/// whose position the leader does not have.
+async fn fetch(
+    me: &Arc<Replication>,
+    link: &mut Link,
+    session: &mut Session,
+    parts: &[Followed],
+) -> std::io::Result<()> {
     let max_bytes = me.config.replica_fetch_max_bytes;
-    let wanted = parts.iter().map(|f| {
+    let position = |f: &Followed| (f.log.log_end_offset(), f.log.log_start_offset(), f.epoch);
+    let named: Vec<((String, i32), Position)> = parts
+        .iter()
+        .map(|f| ((f.topic.clone(), f.partition), position(f)))
+        .filter(|(key, pos)| session.id == 0 || session.told.get(key) != Some(pos))
+        .collect();
+    let forgotten: Vec<(String, i32)> = session
+        .told
+        .keys()
+        .filter(|(t, p)| !parts.iter().any(|f| f.partition == *p && f.topic == *t))
+        .cloned()
+        .collect();
+    let wanted = named.iter().map(|((topic, partition), (offset, start, epoch))| {
         let p = FetchPartition::default()
-            .with_partition(f.partition)
-            .with_current_leader_epoch(f.epoch)
-            .with_fetch_offset(f.log.log_end_offset())
-            .with_log_start_offset(f.log.log_start_offset())
+            .with_partition(*partition)
+            .with_current_leader_epoch(*epoch)
+            .with_fetch_offset(*offset)
+            .with_log_start_offset(*start)
             .with_partition_max_bytes(max_bytes);
-        (f.topic.as_str(), p)
+        (topic.as_str(), p)
     });
     let topics: Vec<FetchTopic> = by_topic(wanted)
         .into_iter()
         .map(|(name, ps)| FetchTopic::default().with_topic(name).with_partitions(ps))
+        .collect();
+    let forgotten_topics: Vec<ForgottenTopic> = by_topic(forgotten.iter().map(|(t, p)| (t.as_str(), *p)))
+        .into_iter()
+        .map(|(name, ps)| ForgottenTopic::default().with_topic(name).with_partitions(ps))
         .collect();
     let wait = Duration::from_millis(me.config.replica_fetch_wait_max_ms);
     let request = FetchRequest::default()
@@ -288,9 +354,24 @@ async fn fetch(me: &Arc<Replication>, link: &mut Link, parts: &[Followed]) -> st
         .with_max_wait_ms(wait.as_millis() as i32)
         .with_min_bytes(1)
         .with_max_bytes(max_bytes.saturating_mul(parts.len().min(64) as i32).max(max_bytes))
-        .with_session_epoch(-1)
-        .with_topics(topics);
+        .with_session_id(session.id)
+        .with_session_epoch(session.epoch)
+        .with_topics(topics)
+        .with_forgotten_topics_data(forgotten_topics);
     let response: FetchResponse = link.call(FETCH_VERSION, &request, wait).await?;
+    if response.error_code != 0 {
+        // A session the leader no longer has (evicted, or the leader restarted),
+        // or an epoch it did not expect: the next request is a full one.
+        if response.error_code != E::FetchSessionIdNotFound.code()
+            && response.error_code != E::InvalidFetchSessionEpoch.code()
+        {
+            note("warn", "replica_fetch_error", &[("error_code", &response.error_code)]);
+            tokio::time::sleep(BACKOFF / 5).await;
+        }
+        *session = Session::default();
+        return Ok(());
+    }
+    session.answered(response.session_id, named, &forgotten);
     let mut backoff = false;
     for t in response.responses {
         for p in t.partitions {
@@ -402,4 +483,38 @@ fn by_topic<'a, P>(parts: impl IntoIterator<Item = (&'a str, P)>) -> Vec<(TopicN
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(p: i32) -> (String, i32) {
+        ("t".to_string(), p)
+    }
+
+    #[test]
+    fn a_session_remembers_what_the_leader_was_told() {
+        let mut s = Session::default();
+        // A full request answered without a session: none.
+        s.answered(0, vec![(key(0), (5, 0, 1))], &[]);
+        assert_eq!((s.id, s.epoch, s.told.len()), (0, 0, 0));
+        // Answered with one: epoch 1, every partition told.
+        s.answered(7, vec![(key(0), (5, 0, 1)), (key(1), (9, 0, 1))], &[]);
+        assert_eq!((s.id, s.epoch), (7, 1));
+        assert_eq!(s.told.get(&key(1)), Some(&(9, 0, 1)));
+        // An incremental one moves partition 0 and forgets partition 1.
+        s.answered(7, vec![(key(0), (6, 0, 1))], &[key(1)]);
+        assert_eq!((s.id, s.epoch), (7, 2));
+        assert_eq!(s.told.len(), 1);
+        assert_eq!(s.told.get(&key(0)), Some(&(6, 0, 1)));
+        // Another id than the session's: start over.
+        s.answered(8, Vec::new(), &[]);
+        assert_eq!((s.id, s.epoch, s.told.len()), (0, 0, 0));
+        // Epochs wrap to 1.
+        s.answered(3, Vec::new(), &[]);
+        s.epoch = i32::MAX;
+        s.answered(3, Vec::new(), &[]);
+        assert_eq!(s.epoch, 1);
+    }
 }
