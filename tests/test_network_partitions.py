@@ -125,7 +125,14 @@ def test_a_broker_cut_off_from_zookeeper_keeps_its_metadata_and_takes_no_writes(
     cut = zk.leader(TOPIC, 0)
     address = cluster.address(cut)
     assert address is not None
-    before = metadata_from(address)
+    # The ISR in ZooKeeper is full from the topic's creation; the broker to be cut must
+    # also have applied the states (it answers as their leader) before it loses them.
+    states = {p: zk.leader(TOPIC, p) for p in parts}
+    before = wait_for(
+        f"broker {cut} answering Metadata with the partitions' leaders",
+        lambda: (md := metadata_from(address))[1].get(TOPIC, (0, {}))[1] == states and md,
+        30,
+    )
     log_start = cluster.log_path(cut).stat().st_size
 
     cluster.cut_zookeeper(cut)
