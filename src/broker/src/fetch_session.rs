@@ -16,7 +16,7 @@
 //! one idle for at least two minutes, or is not made: the fetch is answered
 //! without a session, as Kafka answers it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use kafka_protocol::ResponseError as E;
@@ -63,9 +63,35 @@ struct Cached {
 struct Session {
     /// The epoch the next request must name.
     epoch: i32,
-    /// In the order the fetcher first named them (the order it is answered in).
-    partitions: Vec<Cached>,
+    /// Per topic, per partition: what the fetcher asked and was told. Read
+    /// in this order, so that each topic's partitions come together.
+    partitions: BTreeMap<String, BTreeMap<i32, Cached>>,
     last_used: Instant,
+}
+
+impl Session {
+    fn add(&mut self, w: Wanted) {
+        let topic = self.partitions.entry(w.topic.clone()).or_default();
+        match topic.get_mut(&w.partition) {
+            Some(c) => c.wanted = w,
+            None => {
+                topic.insert(w.partition, Cached { wanted: w, told: None });
+            }
+        }
+    }
+
+    fn forget(&mut self, topic: &str, partition: i32) {
+        if let Some(ps) = self.partitions.get_mut(topic) {
+            ps.remove(&partition);
+            if ps.is_empty() {
+                self.partitions.remove(topic);
+            }
+        }
+    }
+
+    fn wanted(&self) -> Vec<Wanted> {
+        self.partitions.values().flat_map(|ps| ps.values().map(|c| c.wanted.clone())).collect()
+    }
 }
 
 pub struct FetchSessions {
@@ -78,20 +104,6 @@ fn next_epoch(epoch: i32) -> i32 {
         1
     } else {
         epoch + 1
-    }
-}
-
-fn same_partition(a: &Wanted, b: &Wanted) -> bool {
-    a.partition == b.partition && a.topic == b.topic
-}
-
-fn copy(w: &Wanted) -> Wanted {
-    Wanted {
-        topic: w.topic.clone(),
-        partition: w.partition,
-        offset: w.offset,
-        max_bytes: w.max_bytes,
-        current_epoch: w.current_epoch,
     }
 }
 
@@ -120,6 +132,10 @@ impl FetchSessions {
         wanted: Vec<Wanted>,
         forgotten: &[(String, i32)],
     ) -> Result<(Context, Vec<Wanted>), i16> {
+        if session_id == 0 && epoch == FINAL_EPOCH {
+            // A fetcher that uses no sessions (librdkafka): nothing to look up.
+            return Ok((Context::Sessionless, wanted));
+        }
         let mut sessions = self.sessions.lock();
         if epoch == FINAL_EPOCH || epoch == INITIAL_EPOCH {
             // A full request ends the session it names.
@@ -130,8 +146,11 @@ impl FetchSessions {
                 return Ok((Context::Sessionless, wanted));
             }
             let Some(id) = self.make_room(&mut sessions) else { return Ok((Context::Sessionless, wanted)) };
-            let partitions = wanted.iter().map(|w| Cached { wanted: copy(w), told: None }).collect();
-            sessions.insert(id, Session { epoch: 1, partitions, last_used: Instant::now() });
+            let mut session = Session { epoch: 1, partitions: BTreeMap::new(), last_used: Instant::now() };
+            for w in &wanted {
+                session.add(w.clone());
+            }
+            sessions.insert(id, session);
             return Ok((Context::New(id), wanted));
         }
         let Some(session) = sessions.get_mut(&session_id) else {
@@ -141,18 +160,14 @@ impl FetchSessions {
             return Err(E::InvalidFetchSessionEpoch.code());
         }
         for w in wanted {
-            match session.partitions.iter_mut().find(|c| same_partition(&c.wanted, &w)) {
-                Some(c) => c.wanted = w,
-                None => session.partitions.push(Cached { wanted: w, told: None }),
-            }
+            session.add(w);
         }
-        session
-            .partitions
-            .retain(|c| !forgotten.iter().any(|(t, p)| *p == c.wanted.partition && *t == c.wanted.topic));
+        for (topic, partition) in forgotten {
+            session.forget(topic, *partition);
+        }
         session.epoch = next_epoch(epoch);
         session.last_used = Instant::now();
-        let all = session.partitions.iter().map(|c| copy(&c.wanted)).collect();
-        Ok((Context::Incremental(session_id), all))
+        Ok((Context::Incremental(session_id), session.wanted()))
     }
 
     /// A free id, after displacing an idle session if every slot is taken;
@@ -192,17 +207,16 @@ impl FetchSessions {
         let Some(session) = sessions.get_mut(&id) else { return topics };
         let mut out = Vec::with_capacity(topics.len());
         for mut t in topics {
+            let mut cached = session.partitions.get_mut(t.name.as_str());
             t.partitions.retain(|p| {
+                let Some(c) = cached.as_mut().and_then(|ps| ps.get_mut(&p.partition)) else {
+                    return !incremental;
+                };
                 let now = (p.high_watermark, p.log_start_offset, p.preferred_read_replica);
-                let cached = session
-                    .partitions
-                    .iter_mut()
-                    .find(|c| c.wanted.partition == p.partition && c.wanted.topic == t.name);
-                let Some(cached) = cached else { return !incremental };
                 let news = p.records.as_ref().is_some_and(|r| r.length > 0)
                     || p.error_code != 0
-                    || cached.told != Some(now);
-                cached.told = Some(now);
+                    || c.told != Some(now);
+                c.told = Some(now);
                 news || !incremental
             });
             if !t.partitions.is_empty() || !incremental {

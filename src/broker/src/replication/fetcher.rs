@@ -9,7 +9,7 @@
 //! epoch (OffsetForLeaderEpoch, KIP-101 with KIP-279's loop), never by the
 //! high watermark.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -285,10 +285,15 @@ struct Session {
     id: i32,
     /// The epoch the next request names.
     epoch: i32,
-    told: HashMap<(String, i32), Position>,
+    /// Per topic, per partition.
+    told: HashMap<String, HashMap<i32, Position>>,
 }
 
 impl Session {
+    fn told_of(&self, topic: &str, partition: i32) -> Option<&Position> {
+        self.told.get(topic)?.get(&partition)
+    }
+
     /// After a request of `epoch` naming `named` and forgetting `forgotten`
     /// was answered with session `id` (0: none).
     fn answered(&mut self, id: i32, named: Vec<((String, i32), Position)>, forgotten: &[(String, i32)]) {
@@ -302,11 +307,18 @@ impl Session {
             self.told.clear();
         } else {
             self.epoch = if self.epoch == i32::MAX { 1 } else { self.epoch + 1 };
-            for key in forgotten {
-                self.told.remove(key);
+            for (topic, partition) in forgotten {
+                if let Some(ps) = self.told.get_mut(topic) {
+                    ps.remove(partition);
+                    if ps.is_empty() {
+                        self.told.remove(topic);
+                    }
+                }
             }
         }
-        self.told.extend(named);
+        for ((topic, partition), pos) in named {
+            self.told.entry(topic).or_default().insert(partition, pos);
+        }
     }
 }
 
@@ -322,14 +334,19 @@ async fn fetch(
     let position = |f: &Followed| (f.log.log_end_offset(), f.log.log_start_offset(), f.epoch);
     let named: Vec<((String, i32), Position)> = parts
         .iter()
-        .map(|f| ((f.topic.clone(), f.partition), position(f)))
-        .filter(|(key, pos)| session.id == 0 || session.told.get(key) != Some(pos))
+        .filter_map(|f| {
+            let pos = position(f);
+            let told = session.told_of(&f.topic, f.partition);
+            (session.id == 0 || told != Some(&pos)).then(|| ((f.topic.clone(), f.partition), pos))
+        })
         .collect();
+    let followed: HashSet<(&str, i32)> = parts.iter().map(|f| (f.topic.as_str(), f.partition)).collect();
     let forgotten: Vec<(String, i32)> = session
         .told
-        .keys()
-        .filter(|(t, p)| !parts.iter().any(|f| f.partition == *p && f.topic == *t))
-        .cloned()
+        .iter()
+        .flat_map(|(t, ps)| ps.keys().map(move |&p| (t, p)))
+        .filter(|(t, p)| !followed.contains(&(t.as_str(), *p)))
+        .map(|(t, p)| (t.clone(), p))
         .collect();
     let wanted = named.iter().map(|((topic, partition), (offset, start, epoch))| {
         let p = FetchPartition::default()
@@ -502,12 +519,12 @@ mod tests {
         // Answered with one: epoch 1, every partition told.
         s.answered(7, vec![(key(0), (5, 0, 1)), (key(1), (9, 0, 1))], &[]);
         assert_eq!((s.id, s.epoch), (7, 1));
-        assert_eq!(s.told.get(&key(1)), Some(&(9, 0, 1)));
+        assert_eq!(s.told_of("t", 1), Some(&(9, 0, 1)));
         // An incremental one moves partition 0 and forgets partition 1.
         s.answered(7, vec![(key(0), (6, 0, 1))], &[key(1)]);
         assert_eq!((s.id, s.epoch), (7, 2));
-        assert_eq!(s.told.len(), 1);
-        assert_eq!(s.told.get(&key(0)), Some(&(6, 0, 1)));
+        assert_eq!(s.told["t"].len(), 1);
+        assert_eq!(s.told_of("t", 0), Some(&(6, 0, 1)));
         // Another id than the session's: start over.
         s.answered(8, Vec::new(), &[]);
         assert_eq!((s.id, s.epoch, s.told.len()), (0, 0, 0));

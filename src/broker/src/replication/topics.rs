@@ -186,6 +186,9 @@ impl Replication {
         let client = self.connected()?;
         let missing = || (E::UnknownTopicOrPartition.code(), format!("The topic '{name}' does not exist."));
         if self.view().has_kafka_broker() {
+            if client.check_stat(&znodes::topic_path(name)).await.map_err(refusal)?.is_none() {
+                return Err(missing());
+            }
             return self.delete_through_kafka_controller(&client, name, timeout).await;
         }
         for _ in 0..5 {
@@ -239,10 +242,6 @@ impl Replication {
         name: &str,
         timeout: Duration,
     ) -> Result<(), (i16, String)> {
-        use kafka_protocol::ResponseError as E;
-        if client.check_stat(&znodes::topic_path(name)).await.map_err(refusal)?.is_none() {
-            return Err((E::UnknownTopicOrPartition.code(), format!("The topic '{name}' does not exist.")));
-        }
         let persistent = CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
         match client.mkdir(znodes::DELETE_TOPICS, &persistent).await {
             Ok(()) | Err(ZkError::NodeExists) => {}

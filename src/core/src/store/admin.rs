@@ -134,15 +134,11 @@ impl Store {
         let dir = partition_dir(&self.path, name, p);
         if holds_data(&dir)? {
             let found = metadata_topic_id(&dir)?;
-            if found.as_deref() == Some(id) {
-                return Ok((self.adopt_partition(&dir, name, p, config)?, true));
-            }
-            if found.is_none() && adopt_unnamed {
+            if adoptable(found.as_deref(), id, adopt_unnamed) {
                 let log = self.adopt_partition(&dir, name, p, config)?;
-                checkpoint::write_atomic(
-                    &dir.join(PARTITION_METADATA),
-                    format!("version: 0\ntopic_id: {id}\n").as_bytes(),
-                )?;
+                if found.is_none() {
+                    write_partition_metadata(&dir, id)?;
+                }
                 return Ok((log, true));
             }
         }
@@ -154,10 +150,7 @@ impl Store {
         let (log, _) = PartitionLog::open(&dir, name, p, config.clone(), 0, None, true)?;
         let log = Arc::new(log);
         log.set_signal(self.signal.clone());
-        if let Err(e) = checkpoint::write_atomic(
-            &dir.join(PARTITION_METADATA),
-            format!("version: 0\ntopic_id: {id}\n").as_bytes(),
-        ) {
+        if let Err(e) = write_partition_metadata(&dir, id) {
             let _ = log.delete();
             return Err(e);
         }
@@ -323,7 +316,7 @@ impl Store {
                 continue;
             }
             let found = metadata_topic_id(&dir)?;
-            if found.as_deref() != Some(id) && !(adopt_unnamed && found.is_none()) {
+            if !adoptable(found.as_deref(), id, adopt_unnamed) {
                 let whose = match found {
                     Some(other) => format!("of topic id {other}, not {id}"),
                     None => "without a partition.metadata naming its topic id".to_string(),
@@ -337,6 +330,21 @@ impl Store {
         }
         Ok(())
     }
+}
+
+/// Whether a directory with records, whose `partition.metadata` names
+/// `found`, is taken as partition data of topic `id`: the same id, or none
+/// where the topic has none either (`adopt_unnamed`).
+fn adoptable(found: Option<&str>, id: &str, adopt_unnamed: bool) -> bool {
+    found == Some(id) || (found.is_none() && adopt_unnamed)
+}
+
+/// Kafka's `partition.metadata`: `version: 0` and the topic id.
+fn write_partition_metadata(dir: &Path, id: &str) -> Result<()> {
+    checkpoint::write_atomic(
+        &dir.join(PARTITION_METADATA),
+        format!("version: 0\ntopic_id: {id}\n").as_bytes(),
+    )
 }
 
 /// The topic id a partition directory's `partition.metadata` names (Kafka's
