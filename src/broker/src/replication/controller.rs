@@ -29,7 +29,6 @@ pub struct ControllerState {
     pub shutting_down: BTreeMap<i32, i64>,
 }
 
-/// Tries to become the controller. `Ok(None)`: another broker is.
 /// Gives up `/controller` if this broker holds it (conditional on the
 /// version read, so a successor's node is never deleted).
 pub async fn resign(client: &Client, node_id: i32) -> Result<(), ZkError> {
@@ -45,6 +44,7 @@ pub async fn resign(client: &Client, node_id: i32) -> Result<(), ZkError> {
     }
 }
 
+/// Tries to become the controller. `Ok(None)`: another broker is.
 pub async fn try_elect(client: &Client, node_id: i32) -> Result<Option<ControllerState>, ZkError> {
     let persistent = CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
     let (epoch, version) = loop {
