@@ -4,7 +4,8 @@
 //! whose partition of `__consumer_offsets` it leads, as Kafka's
 //! GroupMetadataManager does: when it becomes a partition's leader it loads
 //! that partition's groups and offsets (answering COORDINATOR_LOAD_IN_PROGRESS
-//! meanwhile), and when it stops leading it, it drops them (members waiting
+//! meanwhile, and already while ZooKeeper names it leader before it has
+//! taken the partition up), and when it stops leading it, it drops them (members waiting
 //! on a join or a sync are told NOT_COORDINATOR). Every other group gets
 //! NOT_COORDINATOR, which sends clients back to FindCoordinator. A cluster
 //! member's writes are appended as the partition's leader and answered once
@@ -69,12 +70,26 @@ impl Coordinator {
         if self.serves_all {
             return Ok(());
         }
-        let Some(p) = self.partition_for(group) else { return Err(NOT_COORDINATOR) };
-        match self.owned.lock().get(&p) {
-            None => Err(NOT_COORDINATOR),
-            Some(Owned::Loading(_)) => Err(COORDINATOR_LOAD_IN_PROGRESS),
+        let owned = self.partition_for(group).and_then(|p| self.owned.lock().get(&p).copied());
+        match owned {
             Some(Owned::Loaded(_)) => Ok(()),
+            Some(Owned::Loading(_)) => Err(COORDINATOR_LOAD_IN_PROGRESS),
+            None if self.about_to_lead(group) => Err(COORDINATOR_LOAD_IN_PROGRESS),
+            None => Err(NOT_COORDINATOR),
         }
+    }
+
+    /// Whether ZooKeeper already names this broker the leader of `group`'s
+    /// partition though it has not taken the partition up yet: any broker's
+    /// FindCoordinator may answer from the znodes a moment before this one
+    /// applied them (or made the topic's local copy), and a client sent here
+    /// then should wait for the load, not look for another coordinator.
+    fn about_to_lead(&self, group: &str) -> bool {
+        let Some(r) = self.replication.get() else { return false };
+        let view = r.view();
+        let Some(topic) = view.topics.get(OFFSETS_TOPIC) else { return false };
+        let p = offsets_partition(group, topic.assignment.len() as i32);
+        view.state(OFFSETS_TOPIC, p).is_some_and(|s| s.state.leader == r.node_id())
     }
 
     /// The partition of `__consumer_offsets` that holds `group`, if the store has the topic.
