@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -68,7 +70,8 @@ class LocalCluster:
     serving clients; with ``listener_links=True`` clients and the other brokers reach
     each broker through one (its advertised listener), so that :meth:`cut_listener`
     cuts everyone off from it while it keeps its ZooKeeper session and its own
-    connections out.
+    connections out. With ``metrics=True`` each broker serves Prometheus metrics on a free
+    port, which :meth:`metrics` reads.
 
     >>> import tempfile
     >>> with LocalCluster(tempfile.mkdtemp()) as cluster:  # doctest: +SKIP
@@ -87,6 +90,7 @@ class LocalCluster:
         start_timeout: float = 60.0,
         zookeeper_links: bool = False,
         listener_links: bool = False,
+        metrics: bool = False,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"brokers must be >= 1, got {brokers}")
@@ -101,6 +105,7 @@ class LocalCluster:
         self.start_timeout = start_timeout
         self.zookeeper_links = zookeeper_links
         self.listener_links = listener_links
+        self.serve_metrics = metrics
         self._own_zookeeper = zookeeper is None
         self.zookeeper = zookeeper if zookeeper is not None else ZooKeeper(self.dir / "zk")
         self._brokers = {n: _Broker(n, rack_names[n - 1], self.dir) for n in range(1, brokers + 1)}
@@ -168,6 +173,19 @@ class LocalCluster:
     def returncode(self, n: int) -> int | None:
         proc = self._broker(n).proc
         return None if proc is None else proc.poll()
+
+    def metrics(self, n: int) -> dict[str, float]:
+        """Broker ``n``'s metrics (``metrics=True``), by Prometheus name less its
+        ``seglog_`` prefix: e.g. ``isr_expands_total``. Labelled series are left out."""
+        if not self.serve_metrics:
+            raise RuntimeError("metrics() needs LocalCluster(metrics=True)")
+        b = self._broker(n)
+        found = re.findall(r"^seglog: metrics on (http://\S+)$", b.log_path.read_text(errors="replace"), re.M)
+        if not found:
+            raise RuntimeError(f"broker {n} has not announced its metrics address in {b.log_path}")
+        with urllib.request.urlopen(found[-1], timeout=10) as response:
+            text = response.read().decode()
+        return {name: float(value) for name, value in re.findall(r"^seglog_(\w+) (\S+)$", text, re.M)}
 
     # ------------------------------------------------------------------ faults from outside
 
@@ -331,6 +349,8 @@ class LocalCluster:
         if self.listener_links:
             argv += ["--advertised-listener", self._listener_link(n).address]
         argv += ["--zookeeper", self.zookeeper_connect_of(n)]
+        if self.serve_metrics:
+            argv += ["--metrics", "127.0.0.1:0"]
         for key, value in self.config.items():
             argv += ["--config", f"{key}={value}"]
         return argv

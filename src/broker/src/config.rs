@@ -101,6 +101,11 @@ pub struct BrokerConfig {
     /// `max.incremental.fetch.session.cache.slots`: fetch sessions kept at
     /// once (KIP-227); 0 makes none.
     pub max_incremental_fetch_session_cache_slots: usize,
+    /// `replication.quota.window.num` and
+    /// `replication.quota.window.size.seconds`: the windows over which the
+    /// replication throttles measure a rate.
+    pub replication_quota_window_num: usize,
+    pub replication_quota_window_size_seconds: u64,
     /// Store and topic keys, for a broker that opens its store itself.
     pub store: BTreeMap<String, String>,
 }
@@ -143,6 +148,8 @@ impl Default for BrokerConfig {
             controlled_shutdown_retry_backoff_ms: 5_000,
             rack_aware_reads: false,
             max_incremental_fetch_session_cache_slots: 1000,
+            replication_quota_window_num: 11,
+            replication_quota_window_size_seconds: 1,
             store: BTreeMap::new(),
         }
     }
@@ -198,6 +205,8 @@ pub const BROKER_KEYS: &[&str] = &[
     "controlled.shutdown.retry.backoff.ms",
     "replica.selector.class",
     "max.incremental.fetch.session.cache.slots",
+    "replication.quota.window.num",
+    "replication.quota.window.size.seconds",
 ];
 
 fn int(key: &str, value: &str, min: i64, max: i64) -> Result<i64> {
@@ -329,6 +338,12 @@ impl BrokerConfig {
                 "max.incremental.fetch.session.cache.slots" => {
                     c.max_incremental_fetch_session_cache_slots =
                         int(key, value, 0, i32::MAX.into())? as usize
+                }
+                "replication.quota.window.num" => {
+                    c.replication_quota_window_num = int(key, value, 1, i32::MAX.into())? as usize
+                }
+                "replication.quota.window.size.seconds" => {
+                    c.replication_quota_window_size_seconds = int(key, value, 1, i32::MAX.into())? as u64
                 }
                 "replica.selector.class" => {
                     c.rack_aware_reads = match value.trim() {

@@ -53,6 +53,14 @@ pub struct Metrics {
     pub fetch_sessions_opened: Counter,
     pub incremental_fetches: Counter,
     pub isr_expands: Counter,
+    /// The replication throttles (Kafka's LeaderReplication and
+    /// FollowerReplication byte rates): bytes of throttled replicas sent to
+    /// followers and fetched from leaders, and the partitions whose records
+    /// were held back because the rate was over its bound.
+    pub leader_throttled_bytes: Counter,
+    pub follower_throttled_bytes: Counter,
+    pub leader_held_back: Counter,
+    pub follower_held_back: Counter,
     pub leader_partitions: Gauge,
     pub under_replicated_partitions: Gauge,
 }
@@ -93,6 +101,10 @@ impl Default for Metrics {
             fetch_sessions_opened: Counter::default(),
             incremental_fetches: Counter::default(),
             isr_expands: Counter::default(),
+            leader_throttled_bytes: Counter::default(),
+            follower_throttled_bytes: Counter::default(),
+            leader_held_back: Counter::default(),
+            follower_held_back: Counter::default(),
             leader_partitions: Gauge::default(),
             under_replicated_partitions: Gauge::default(),
             registry: Registry::default(),
@@ -201,6 +213,26 @@ impl Default for Metrics {
             m.isr_expands.clone(),
         );
         registry.register(
+            "leader_replication_throttled_bytes",
+            "Bytes of throttled replicas (leader.replication.throttled.replicas) sent to followers",
+            m.leader_throttled_bytes.clone(),
+        );
+        registry.register(
+            "follower_replication_throttled_bytes",
+            "Bytes of throttled replicas (follower.replication.throttled.replicas) fetched from leaders",
+            m.follower_throttled_bytes.clone(),
+        );
+        registry.register(
+            "leader_replication_held_back",
+            "Partitions answered to a follower without records: leader.replication.throttled.rate exceeded",
+            m.leader_held_back.clone(),
+        );
+        registry.register(
+            "follower_replication_held_back",
+            "Partitions left out of a follower's fetch: follower.replication.throttled.rate exceeded",
+            m.follower_held_back.clone(),
+        );
+        registry.register(
             "leader_partitions",
             "Partitions this broker leads (LeaderCount)",
             m.leader_partitions.clone(),
@@ -267,6 +299,10 @@ impl Metrics {
         m.insert("incremental_fetches".into(), self.incremental_fetches.get());
         m.insert("isr_shrinks".into(), self.isr_shrinks.get());
         m.insert("isr_expands".into(), self.isr_expands.get());
+        m.insert("leader_replication_throttled_bytes".into(), self.leader_throttled_bytes.get());
+        m.insert("follower_replication_throttled_bytes".into(), self.follower_throttled_bytes.get());
+        m.insert("leader_replication_held_back".into(), self.leader_held_back.get());
+        m.insert("follower_replication_held_back".into(), self.follower_held_back.get());
         m.insert("leader_partitions".into(), self.leader_partitions.get().max(0) as u64);
         m.insert("under_replicated_partitions".into(), self.under_replicated_partitions.get().max(0) as u64);
         m

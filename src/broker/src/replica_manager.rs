@@ -69,6 +69,9 @@ pub struct PartitionData {
     pub records: Option<FileSlice>,
     /// KIP-392: the replica the consumer should fetch from instead (-1: here).
     pub preferred_read_replica: i32,
+    /// Records held back from a follower outside the ISR: the partition is
+    /// throttled here and `leader.replication.throttled.rate` is exceeded.
+    pub held_back: bool,
 }
 
 pub struct TopicData {
@@ -226,16 +229,21 @@ impl ReplicaManager {
                 log_start_offset: -1,
                 records: None,
                 preferred_read_replica: -1,
+                held_back: false,
             };
             match self.readable_log(&w.topic, w.partition, w.current_epoch, reader) {
                 Err(code) => data.error_code = code,
                 Ok(log) => {
-                    let follower = match &self.replication {
+                    let (follower, held_back) = match &self.replication {
                         Some(r) if reader.replica_id >= 0 => {
-                            r.follower_fetched(&log, reader.replica_id, w.offset)
+                            match r.follower_fetched(&log, reader.replica_id, w.offset) {
+                                Some(in_sync) => (true, !in_sync && r.leader_throttles(&log)),
+                                None => (false, false),
+                            }
                         }
-                        _ => false,
+                        _ => (false, false),
                     };
+                    data.held_back = held_back;
                     let hw = log.high_watermark();
                     let limit = if follower { log.log_end_offset() } else { hw };
                     data.high_watermark = hw;
@@ -262,7 +270,7 @@ impl ReplicaManager {
                     // whose high watermark has not caught up) gets nothing yet.
                     if w.offset < data.log_start_offset || w.offset > log.log_end_offset() {
                         data.error_code = kafka_codes::OFFSET_OUT_OF_RANGE;
-                    } else if w.offset < limit && (room > 0 || total == 0) {
+                    } else if w.offset < limit && (room > 0 || total == 0) && !held_back {
                         match log.read_upto(w.offset, room.max(1) as u64, limit) {
                             Ok(slice) => {
                                 if let (Some(segment), Some(range)) = (slice.segment, slice.range) {

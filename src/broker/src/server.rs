@@ -15,6 +15,7 @@ use tokio::task::JoinSet;
 use crate::config::BrokerConfig;
 use crate::connection::serve_connection;
 use crate::coordinator::{Coordinator, GroupConfig};
+use crate::dynamic_config::{Entities, LocalConfigs};
 use crate::fetch_session::FetchSessions;
 use crate::logline::log;
 use crate::memory::Memory;
@@ -47,6 +48,20 @@ pub struct Shared {
     pub replication: Option<Arc<Replication>>,
     /// Fetchers' sessions (KIP-227).
     pub fetch_sessions: FetchSessions,
+    /// A single broker's dynamic configs (a cluster member's are ZooKeeper's).
+    pub local_configs: Option<LocalConfigs>,
+}
+
+impl Shared {
+    /// The dynamic broker configs, per entity: ZooKeeper's for a cluster
+    /// member (as its view last read them), the store's for a single broker.
+    pub fn dynamic_configs(&self) -> Entities {
+        match (&self.replication, &self.local_configs) {
+            (Some(r), _) => r.view().broker_configs.clone(),
+            (None, Some(local)) => local.get(),
+            (None, None) => Entities::new(),
+        }
+    }
 }
 
 pub struct Broker {
@@ -174,6 +189,16 @@ impl Broker {
             stop_rx.clone(),
         ));
         let fetch_sessions = FetchSessions::new(config.max_incremental_fetch_session_cache_slots);
+        let local_configs = match &replication {
+            Some(_) => None,
+            None => match LocalConfigs::open(store.path()) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    let _ = stop.send(true);
+                    return Err(e);
+                }
+            },
+        };
         let shared = Arc::new(Shared {
             store,
             config,
@@ -187,6 +212,7 @@ impl Broker {
             coordinator,
             replication,
             fetch_sessions,
+            local_configs,
         });
         runtime.spawn(shared.coordinator.clone().run_timer(stop_rx.clone()));
         let (host, port) = &shared.advertised;

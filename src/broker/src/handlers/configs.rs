@@ -28,8 +28,16 @@ pub const TYPE_DOUBLE: i8 = 6;
 pub const TYPE_LIST: i8 = 7;
 
 /// A topic key's broker-level name (Kafka's `ServerTopicConfigSynonyms`, the
-/// first synonym) and its type.
-pub fn topic_key(key: &str) -> Option<(&'static str, i8)> {
+/// first synonym; none for the keys that exist only per topic) and its type.
+pub fn topic_key(key: &str) -> Option<(Option<&'static str>, i8)> {
+    let only_topic = match key {
+        "leader.replication.throttled.replicas" | "follower.replication.throttled.replicas" => TYPE_LIST,
+        _ => return broker_synonym(key).map(|(name, t)| (Some(name), t)),
+    };
+    Some((None, only_topic))
+}
+
+fn broker_synonym(key: &str) -> Option<(&'static str, i8)> {
     Some(match key {
         "cleanup.policy" => ("log.cleanup.policy", TYPE_LIST),
         "compression.type" => ("compression.type", TYPE_STRING),
@@ -92,14 +100,22 @@ pub fn describe_topic(
                     SOURCE_TOPIC_CONFIG,
                 ));
             }
-            if set.get(key) != kafka.get(key) {
-                synonyms.push((broker_name.to_string(), set.get(key).cloned(), SOURCE_STATIC_BROKER_CONFIG));
+            // A key with no broker synonym has only its topic override (Kafka's
+            // `ConfigHelper` then calls an unset one DEFAULT_CONFIG with no synonyms).
+            if let Some(broker_name) = broker_name {
+                if set.get(key) != kafka.get(key) {
+                    synonyms.push((
+                        broker_name.to_string(),
+                        set.get(key).cloned(),
+                        SOURCE_STATIC_BROKER_CONFIG,
+                    ));
+                }
+                synonyms.push((broker_name.to_string(), kafka.get(key).cloned(), SOURCE_DEFAULT_CONFIG));
             }
-            synonyms.push((broker_name.to_string(), kafka.get(key).cloned(), SOURCE_DEFAULT_CONFIG));
             Some(Described {
                 name: key.to_string(),
                 value: values.get(key).cloned(),
-                source: synonyms[0].2,
+                source: synonyms.first().map_or(SOURCE_DEFAULT_CONFIG, |s| s.2),
                 config_type,
                 read_only: false,
                 synonyms,
@@ -190,7 +206,7 @@ pub fn describe_broker(broker: &BrokerConfig, store: &StoreConfig) -> Vec<Descri
     let set = store.topic_defaults.to_map();
     let kafka = LogConfig::default().to_map();
     for key in TOPIC_KEYS {
-        if let Some((broker_name, t)) = topic_key(key) {
+        if let Some((Some(broker_name), t)) = topic_key(key) {
             rows.push((broker_name, set.get(*key).cloned(), kafka.get(*key).cloned(), t));
         }
     }
@@ -233,24 +249,6 @@ pub fn broker_resource(name: &str, node_id: i32) -> Result<bool, (i16, String)> 
             format!("Broker id must be an integer, but it is: {name}"),
         )),
     }
-}
-
-/// Why a change to a broker resource is refused: this broker has no dynamic
-/// configs, so any key is one that "cannot be updated dynamically" (Kafka's
-/// `DynamicBrokerConfig` answer, INVALID_CONFIG); an empty change is accepted.
-pub fn alter_broker(name: &str, node_id: i32, keys: &[String]) -> Result<(), (i16, String)> {
-    broker_resource(name, node_id)?;
-    if keys.is_empty() {
-        return Ok(());
-    }
-    Err((
-        ResponseError::InvalidConfig.code(),
-        format!(
-            "Cannot update these configs dynamically: {} (this broker's configs are static: set them \
-             when starting it)",
-            keys.join(", ")
-        ),
-    ))
 }
 
 /// Kafka's `AlterConfigOp.OpType`.

@@ -17,6 +17,8 @@ use seglog_core::store::{validate_topic_name, Store};
 use super::configs::{self, Described, RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::{blocking, error_code, Reply};
 use crate::config::BrokerConfig;
+use crate::dynamic_config::{self, Entities};
+use crate::replication::ClusterView;
 use crate::server::Shared;
 
 /// v4 is the first flexible version; v1 (config sources, synonyms) the crate's first.
@@ -26,28 +28,50 @@ fn s(v: impl Into<String>) -> StrBytes {
     StrBytes::from_string(v.into())
 }
 
+/// A topic's configs: from the store where it holds the topic (a cluster
+/// member applies ZooKeeper's to its replicas, and its own changes at once);
+/// a cluster member without a replica of it answers from ZooKeeper's (its view).
 fn describe(
     store: &Store,
     broker: &BrokerConfig,
+    dynamic: &Entities,
+    cluster: Option<&ClusterView>,
     res: &DescribeConfigsResource,
 ) -> Result<Vec<Described>, (i16, String)> {
     let name = res.resource_name.as_str();
     match res.resource_type {
         RESOURCE_TOPIC => {
             validate_topic_name(name).map_err(|e| (error_code(&e), e.to_string()))?;
+            let unknown = || {
+                (ResponseError::UnknownTopicOrPartition.code(), format!("The topic '{name}' does not exist."))
+            };
+            let hosted = |t: &crate::replication::TopicView| {
+                t.assignment.iter().any(|replicas| replicas.contains(&broker.node_id))
+            };
+            if let Some(view) = cluster.filter(|v| !v.topics.get(name).is_some_and(hosted)) {
+                let overrides = &view.topics.get(name).ok_or_else(unknown)?.config;
+                let effective = store
+                    .config()
+                    .topic_defaults
+                    .with_overrides(overrides)
+                    .map_err(|e| (error_code(&e), e.to_string()))?;
+                return Ok(configs::describe_topic(&effective, overrides, store.config()));
+            }
             let topic = store.topic(name).map_err(|e| match e {
-                Error::UnknownTopic(_) => (
-                    ResponseError::UnknownTopicOrPartition.code(),
-                    format!("The topic '{name}' does not exist."),
-                ),
+                Error::UnknownTopic(_) => unknown(),
                 e => (error_code(&e), e.to_string()),
             })?;
             Ok(configs::describe_topic(&topic.config, &topic.overrides, store.config()))
         }
         RESOURCE_BROKER => match configs::broker_resource(name, broker.node_id)? {
-            true => Ok(configs::describe_broker(broker, store.config())),
-            // The cluster-wide dynamic defaults: this broker has none.
-            false => Ok(Vec::new()),
+            true => {
+                let mut rows = configs::describe_broker(broker, store.config());
+                rows.extend(dynamic_config::describe(dynamic, Some(broker.node_id)));
+                rows.sort_by(|a, b| a.name.cmp(&b.name));
+                Ok(rows)
+            }
+            // The cluster-wide dynamic defaults.
+            false => Ok(dynamic_config::describe(dynamic, None)),
         },
         other => Err((
             ResponseError::InvalidRequest.code(),
@@ -79,6 +103,8 @@ fn entry(d: Described, synonyms: bool) -> DescribeConfigsResourceResult {
 pub async fn handle(shared: &Arc<Shared>, r: DescribeConfigsRequest, _version: i16) -> Reply {
     let store = shared.store.clone();
     let broker = shared.config.clone();
+    let dynamic = shared.dynamic_configs();
+    let view = shared.replication.as_ref().map(|r| r.view());
     let results = blocking(move || {
         r.resources
             .iter()
@@ -86,7 +112,7 @@ pub async fn handle(shared: &Arc<Shared>, r: DescribeConfigsRequest, _version: i
                 let result = DescribeConfigsResult::default()
                     .with_resource_type(res.resource_type)
                     .with_resource_name(res.resource_name.clone());
-                match describe(&store, &broker, res) {
+                match describe(&store, &broker, &dynamic, view.as_deref(), res) {
                     Ok(rows) => {
                         // No keys (null or empty) means all of them.
                         let wanted = res.configuration_keys.as_ref().filter(|k| !k.is_empty());

@@ -75,6 +75,9 @@ pub async fn handle(shared: &Arc<Shared>, r: FetchRequest, header: &RequestHeade
         },
     };
     let (topics, total) = shared.replica_manager.fetch_messages(Arc::new(wanted), params).await;
+    if let Some(r) = shared.replication.as_ref().filter(|_| r.replica_id.0 >= 0) {
+        r.leader_answered(&topics);
+    }
     shared.metrics.bytes_out.inc_by(total);
     for p in topics.iter().flat_map(|t| &t.partitions) {
         shared.metrics.error("Fetch", p.error_code);

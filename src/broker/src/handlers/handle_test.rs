@@ -90,6 +90,7 @@ fn shared() -> (tempfile::TempDir, Arc<Shared>) {
         replica_manager,
         replication: None,
         fetch_sessions: crate::fetch_session::FetchSessions::new(4),
+        local_configs: Some(crate::dynamic_config::LocalConfigs::open(dir.path()).unwrap()),
     });
     (dir, shared)
 }

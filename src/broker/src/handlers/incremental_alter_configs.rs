@@ -1,5 +1,6 @@
 //! IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT on a topic's
 //! overrides (APPEND and SUBTRACT only on list keys such as cleanup.policy),
+//! SET and DELETE on a broker entity's dynamic configs,
 //! all of a resource's operations checked together and applied at once, or
 //! only checked with `validate_only`.
 
@@ -12,9 +13,10 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::alter_configs::{alter_topic, write_cluster_configs};
+use super::alter_configs::{alter_broker, alter_topic, write_cluster_configs};
 use super::configs::{self, RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::{blocking, Reply};
+use crate::dynamic_config;
 use crate::server::Shared;
 
 /// v1 is the first flexible version.
@@ -22,9 +24,10 @@ pub const VERSIONS: (i16, i16) = (0, 0);
 
 pub async fn handle(shared: &Arc<Shared>, r: IncrementalAlterConfigsRequest, _version: i16) -> Reply {
     let store = shared.store.clone();
-    let node = shared.config.node_id;
     let view = shared.replication.as_ref().map(|r| r.view());
+    let dynamic = shared.dynamic_configs();
     let validate_only = r.validate_only;
+    let me = shared.clone();
     let results = blocking(move || {
         let defaults = store.config().topic_defaults.to_map();
         r.resources
@@ -40,21 +43,13 @@ pub async fn handle(shared: &Arc<Shared>, r: IncrementalAlterConfigsRequest, _ve
                     .collect();
                 let outcome = match res.resource_type {
                     RESOURCE_TOPIC => {
-                        alter_topic(&store, view.as_deref(), name, r.validate_only, |overrides| {
+                        alter_topic(&store, view.as_deref(), name, validate_only, |overrides| {
                             configs::incremental_changes(overrides, &defaults, &ops)
                         })
                     }
-                    RESOURCE_BROKER => {
-                        // Deleting a dynamic value there is none of changes nothing,
-                        // as in Kafka (what `kafka-reassign-partitions --verify`
-                        // does to clear throttles).
-                        let keys: Vec<String> = ops
-                            .iter()
-                            .filter(|o| configs::Op::from_id(o.1) != Some(configs::Op::Delete))
-                            .map(|o| o.0.clone())
-                            .collect();
-                        configs::alter_broker(name, node, &keys).map(|()| None)
-                    }
+                    RESOURCE_BROKER => alter_broker(&me, &dynamic, name, validate_only, |current| {
+                        dynamic_config::incremental(current, &ops)
+                    }),
                     other => Err((
                         ResponseError::InvalidRequest.code(),
                         format!(
@@ -67,7 +62,7 @@ pub async fn handle(shared: &Arc<Shared>, r: IncrementalAlterConfigsRequest, _ve
                     .with_resource_type(res.resource_type)
                     .with_resource_name(res.resource_name.clone());
                 match outcome {
-                    Ok(wanted) => (response, wanted.map(|w| (name.to_string(), w))),
+                    Ok(change) => (response, change),
                     Err((code, m)) => (
                         response.with_error_code(code).with_error_message(Some(StrBytes::from_string(m))),
                         None,

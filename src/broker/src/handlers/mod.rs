@@ -9,7 +9,7 @@
 mod alter_configs;
 mod alter_partition_reassignments;
 mod api_versions;
-mod configs;
+pub(crate) mod configs;
 mod controlled_shutdown;
 mod controller_requests;
 mod create_partitions;

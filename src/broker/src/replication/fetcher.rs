@@ -331,6 +331,13 @@ async fn fetch(
     parts: &[Followed],
 ) -> std::io::Result<()> {
     let max_bytes = me.config.replica_fetch_max_bytes;
+    // Throttled replicas outside the ISR sit this fetch out while the
+    // follower's rate is over its bound (see `throttle`).
+    let parts: Vec<&Followed> = parts.iter().filter(|f| !me.follower_throttles(&f.log)).collect();
+    if parts.is_empty() {
+        tokio::time::sleep(BACKOFF).await;
+        return Ok(());
+    }
     let position = |f: &Followed| (f.log.log_end_offset(), f.log.log_start_offset(), f.epoch);
     let named: Vec<((String, i32), Position)> = parts
         .iter()
@@ -445,6 +452,7 @@ async fn fetch(
                 }
             }
             let records = p.records.map(|r| r[..whole_batches_len(&r)].to_vec()).unwrap_or_default();
+            me.follower_fetched_bytes(&f.log, records.len() as u64);
             let log = f.log.clone();
             let (hw, start) = (p.high_watermark, p.log_start_offset);
             let store = me.store.clone();

@@ -30,6 +30,7 @@ mod partition;
 pub mod placement;
 mod reassignment;
 pub mod shutdown;
+mod throttle;
 mod topics;
 mod view;
 pub mod znodes;
@@ -51,7 +52,7 @@ pub use self::partition::Partition;
 use self::partition::{PartitionKey, SharedPartition};
 pub use self::reassignment::{Ongoing, Reassigned, Target};
 pub use self::topics::Placing;
-pub use self::view::ClusterView;
+pub use self::view::{ClusterView, TopicView};
 use crate::config::BrokerConfig;
 use crate::logline::log;
 use crate::metrics::Metrics;
@@ -94,6 +95,8 @@ pub struct Replication {
     /// joining a cluster of another id is refused, as Kafka refuses it.
     stored_cluster_id: Option<String>,
     metrics: Arc<Metrics>,
+    /// The replication throttles' rates (see `throttle`).
+    quotas: throttle::ReplicationQuotas,
 }
 
 /// A ZooKeeper failure as a request's Kafka code and message.
@@ -115,6 +118,7 @@ impl Replication {
         metrics: Arc<Metrics>,
         purgatory: Arc<Purgatory>,
     ) -> Arc<Replication> {
+        let quotas = throttle::ReplicationQuotas::new(&config);
         Arc::new(Replication {
             node_id: config.node_id,
             config,
@@ -137,6 +141,7 @@ impl Replication {
             cluster_id: Mutex::new(crate::cluster::new_cluster_id()),
             stored_cluster_id: cluster_id,
             metrics,
+            quotas,
         })
     }
 
@@ -412,6 +417,7 @@ impl Replication {
         // act on (a client told "ISR [1]" meets a leader that knows it). The
         // fetchers woken by `apply` look again once the view is in.
         *self.view.write() = view.clone();
+        self.quotas.update(&view.broker_configs, self.node_id);
         self.bump();
         if view.controller.is_none() && !view.has_kafka_broker() {
             let mut ctl = self.controller.lock().await;

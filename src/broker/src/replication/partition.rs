@@ -186,6 +186,11 @@ impl Replication {
     pub(super) fn apply(self: &Arc<Self>, view: &ClusterView) {
         for (name, topic) in &view.topics {
             if !topic.assignment.iter().any(|r| r.contains(&self.node_id)) {
+                // Reassigned away whole (its last partition here moved): the
+                // replicas this broker still has of it go too.
+                for p in 0..topic.assignment.len() as i32 {
+                    self.drop_replica(name, p);
+                }
                 continue;
             }
             if let Err(e) = self.ensure_local_topic(name, topic) {
@@ -573,16 +578,22 @@ impl Replication {
     /// The leader's side of a follower's fetch from `fetch_offset` (its log
     /// end): Kafka's caught-up tracking, the high watermark, and an ISR
     /// expansion once the follower reached the high watermark in this epoch.
-    /// Returns whether `replica` is one of the partition's followers (which
-    /// read up to the log end).
-    pub fn follower_fetched(self: &Arc<Self>, log: &PartitionLog, replica: i32, fetch_offset: i64) -> bool {
+    /// Returns `None` unless `replica` is one of the partition's followers
+    /// (which read up to the log end), else whether it was in the ISR.
+    pub fn follower_fetched(
+        self: &Arc<Self>,
+        log: &PartitionLog,
+        replica: i32,
+        fetch_offset: i64,
+    ) -> Option<bool> {
         let key = (log.topic().to_string(), log.partition());
-        let Some(shared) = self.partition(&key.0, key.1) else { return false };
+        let shared = self.partition(&key.0, key.1)?;
         let r = shared.read();
-        let Role::Leader(l) = &r.role else { return false };
+        let Role::Leader(l) = &r.role else { return None };
+        let in_sync = l.isr.contains(&replica);
         {
             let mut followers = l.followers.lock();
-            let Some(p) = followers.get_mut(&replica) else { return false };
+            let p = followers.get_mut(&replica)?;
             let now = Instant::now();
             let leo = log.log_end_offset();
             if fetch_offset >= leo {
@@ -610,7 +621,7 @@ impl Replication {
             let me = self.clone();
             tokio::spawn(async move { me.write_isr(key, epoch, state, version, "expand").await });
         }
-        true
+        Some(in_sync)
     }
 
     /// Kafka's `maybeIncrementLeaderHW`: the smallest log end among the

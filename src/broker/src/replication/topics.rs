@@ -163,20 +163,66 @@ impl Replication {
         config: &BTreeMap<String, String>,
     ) -> Result<(), (i16, String)> {
         use kafka_protocol::ResponseError as E;
+        let version = self
+            .write_config(
+                &znodes::topic_config_path(name),
+                &znodes::topic_config_to_json(config),
+                &format!("topics/{name}"),
+            )
+            .await?;
+        // This broker's view has it at once too (what a member without a
+        // replica of the topic describes), unless a newer one came meanwhile.
+        {
+            let mut current = self.view.write();
+            if current.topics.get(name).is_some_and(|t| t.config_version < version) {
+                let mut next = ClusterView::clone(&current);
+                if let Some(t) = next.topics.get_mut(name) {
+                    t.config = config.clone();
+                    t.config_version = version;
+                }
+                *current = Arc::new(next);
+            }
+        }
+        tokio::task::block_in_place(|| self.apply_config(name, config, version))
+            .map_err(|e| (E::UnknownServerError.code(), e.to_string()))
+    }
+
+    /// Replaces a dynamic broker config entity (`<default>` or a broker id)
+    /// in `/config/brokers/<entity>`; every member takes it from its view.
+    pub async fn set_broker_config(
+        &self,
+        entity: &str,
+        config: &BTreeMap<String, String>,
+    ) -> Result<(), (i16, String)> {
+        let data = crate::dynamic_config::to_json(config);
+        self.write_config(&znodes::broker_config_path(entity), &data, &format!("brokers/{entity}")).await?;
+        Ok(())
+    }
+
+    /// Writes a config znode (its version after the write) and, while a Kafka
+    /// broker is a member, the `/config/changes` notification by which Kafka
+    /// brokers learn of it (Kafka's brokers delete old notifications; with
+    /// none live, nothing would, so none is written).
+    async fn write_config(&self, path: &str, data: &[u8], entity_path: &str) -> Result<i32, (i16, String)> {
         let client = self.connected()?;
-        let path = znodes::topic_config_path(name);
-        let data = znodes::topic_config_to_json(config);
-        let version = match client.set_data(&path, &data, None).await {
+        let persistent = CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+        let version = match client.set_data(path, data, None).await {
             Ok(stat) => stat.version,
             Err(ZkError::NoNode) => {
-                let persistent = CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
-                client.create(&path, &data, &persistent).await.map_err(refusal)?;
+                client.create(path, data, &persistent).await.map_err(refusal)?;
                 0
             }
             Err(e) => return Err(refusal(e)),
         };
-        tokio::task::block_in_place(|| self.apply_config(name, config, version))
-            .map_err(|e| (E::UnknownServerError.code(), e.to_string()))
+        if self.view().has_kafka_broker() {
+            let sequential = CreateMode::PersistentSequential.with_acls(zookeeper_client::Acls::anyone_all());
+            let change = format!("{}/config_change_", znodes::CONFIG_CHANGES);
+            client
+                .create(&change, &znodes::config_change_to_json(entity_path), &sequential)
+                .await
+                .map_err(refusal)?;
+        }
+        Ok(version)
     }
 
     /// Deletes a topic's znodes (its partition states, assignment and

@@ -61,6 +61,8 @@ pub struct ClusterView {
     pub brokers: BTreeMap<i32, BrokerRegistration>,
     pub controller: Option<i32>,
     pub topics: BTreeMap<String, TopicView>,
+    /// Dynamic broker configs per entity (`/config/brokers/<entity>`).
+    pub broker_configs: crate::dynamic_config::Entities,
 }
 
 impl ClusterView {
@@ -119,6 +121,11 @@ pub async fn read(client: &Client) -> Result<ClusterView, ZkError> {
             if let Some(b) = BrokerRegistration::from_json(n, &d, stat.czxid) {
                 view.brokers.insert(n, b);
             }
+        }
+    }
+    for entity in children(client, znodes::CONFIG_BROKERS).await? {
+        if let Some((d, _)) = data(client, &znodes::broker_config_path(&entity)).await? {
+            view.broker_configs.insert(entity, crate::dynamic_config::from_json(&d));
         }
     }
     view.controller =

@@ -9,6 +9,10 @@ use serde_json::{json, Value};
 pub const BROKER_IDS: &str = "/brokers/ids";
 pub const BROKER_TOPICS: &str = "/brokers/topics";
 pub const CONFIG_TOPICS: &str = "/config/topics";
+pub const CONFIG_BROKERS: &str = "/config/brokers";
+/// Where a config change is announced to Kafka brokers (sequential
+/// `config_change_` znodes naming the entity changed).
+pub const CONFIG_CHANGES: &str = "/config/changes";
 pub const CONTROLLER: &str = "/controller";
 pub const CONTROLLER_EPOCH: &str = "/controller_epoch";
 pub const CLUSTER_ID: &str = "/cluster/id";
@@ -23,7 +27,8 @@ pub const DELETE_TOPICS: &str = "/admin/delete_topics";
 pub const ISR_CHANGE_NOTIFICATION: &str = "/isr_change_notification";
 
 /// The persistent parents every member expects to exist.
-pub const PARENTS: &[&str] = &["/brokers/ids", "/brokers/topics", "/config/topics", "/cluster"];
+pub const PARENTS: &[&str] =
+    &["/brokers/ids", "/brokers/topics", "/config/topics", "/config/brokers", "/config/changes", "/cluster"];
 
 pub fn broker_path(id: i32) -> String {
     format!("{BROKER_IDS}/{id}")
@@ -42,6 +47,17 @@ pub fn state_path(topic: &str, partition: i32) -> String {
 }
 pub fn topic_config_path(topic: &str) -> String {
     format!("{CONFIG_TOPICS}/{topic}")
+}
+
+/// `/config/brokers/<entity>` (a broker id or `<default>`).
+pub fn broker_config_path(entity: &str) -> String {
+    format!("{CONFIG_BROKERS}/{entity}")
+}
+
+/// A `/config/changes/config_change_` notification: `entity_path` is
+/// `topics/T` or `brokers/<entity>`.
+pub fn config_change_to_json(entity_path: &str) -> Vec<u8> {
+    json!({"version": 2, "entity_path": entity_path}).to_string().into_bytes()
 }
 
 /// `/brokers/ids/N` (version 5 of Kafka's registration). The broker epoch is

@@ -37,3 +37,24 @@ fn bad_keys_and_values_are_refused_by_name() {
     assert!(StoreConfig::from_map(&m(&[("auto.create.topics.enable", "maybe")])).is_err());
     assert!(StoreConfig::from_map(&m(&[("retention.ms", "-1")])).is_ok());
 }
+
+#[test]
+fn throttled_replicas_take_kafkas_forms() {
+    let parse = |v: &str| ThrottledReplicas::parse("leader.replication.throttled.replicas", v);
+    let all = parse("*").unwrap();
+    assert!(all.covers(7, 9));
+    let some = parse(" 0:1 , 2:3,").unwrap();
+    assert!(some.covers(0, 1) && some.covers(2, 3) && !some.covers(0, 3));
+    assert_eq!(some.value, " 0:1 , 2:3,");
+    assert!(parse("").unwrap().is_empty());
+    for bad in ["x", "0:a", "*,0:1", "0-0", "-1:2", "0:"] {
+        let e = parse(bad).unwrap_err().to_string();
+        assert!(e.contains("must be the literal '*'"), "{bad}: {e}");
+    }
+    let c = LogConfig::default()
+        .with_overrides(&m(&[("follower.replication.throttled.replicas", "0:4")]))
+        .unwrap();
+    assert!(c.follower_replication_throttled_replicas.covers(0, 4));
+    assert_eq!(c.to_map()["follower.replication.throttled.replicas"], "0:4");
+    assert_eq!(c.to_map()["leader.replication.throttled.replicas"], "");
+}

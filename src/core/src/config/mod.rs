@@ -15,6 +15,50 @@ pub struct CleanupPolicy {
     pub compact: bool,
 }
 
+/// Which replicas of a topic replicate under a throttle (Kafka's
+/// `leader.replication.throttled.replicas` and
+/// `follower.replication.throttled.replicas`): `*` for all, or
+/// `partition:broker` pairs. The value is kept as given, as Kafka shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ThrottledReplicas {
+    pub value: String,
+    all: bool,
+    listed: Vec<(i32, i32)>,
+}
+
+impl ThrottledReplicas {
+    pub fn parse(key: &str, value: &str) -> Result<ThrottledReplicas> {
+        let entries: Vec<&str> = value.split(',').map(str::trim).filter(|e| !e.is_empty()).collect();
+        let pair = |e: &str| {
+            let (p, b) = e.split_once(':')?;
+            let digits = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit());
+            (digits(p) && digits(b)).then(|| Some((p.parse().ok()?, b.parse().ok()?)))?
+        };
+        // The value shown as Kafka shows a parsed list: `[a, b]`.
+        let refused = || {
+            Error::InvalidConfig(format!(
+                "Invalid value [{}] for configuration {key}: {key} must be the literal '*' or a list of \
+                 replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],...",
+                entries.join(", ")
+            ))
+        };
+        let (all, listed) = match entries.as_slice() {
+            ["*"] => (true, Vec::new()),
+            _ => (false, entries.iter().map(|e| pair(e).ok_or_else(refused)).collect::<Result<_>>()?),
+        };
+        Ok(ThrottledReplicas { value: value.to_string(), all, listed })
+    }
+
+    /// Whether `broker`'s replica of `partition` is throttled.
+    pub fn covers(&self, partition: i32, broker: i32) -> bool {
+        self.all || self.listed.contains(&(partition, broker))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        !self.all && self.listed.is_empty()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogConfig {
     pub segment_bytes: u64,
@@ -44,6 +88,12 @@ pub struct LogConfig {
     /// Whether a replica outside the ISR may become leader when no ISR member
     /// is alive, at the price of losing what only the ISR held.
     pub unclean_leader_election_enable: bool,
+    /// Replicas whose leader holds back records from followers outside the
+    /// ISR while its `leader.replication.throttled.rate` is exceeded.
+    pub leader_replication_throttled_replicas: ThrottledReplicas,
+    /// Replicas that, as followers outside the ISR, stop fetching while
+    /// their broker's `follower.replication.throttled.rate` is exceeded.
+    pub follower_replication_throttled_replicas: ThrottledReplicas,
 }
 
 impl Default for LogConfig {
@@ -68,6 +118,8 @@ impl Default for LogConfig {
             producer_id_expiration_ms: crate::producer_state::DEFAULT_PRODUCER_ID_EXPIRATION_MS,
             min_insync_replicas: 1,
             unclean_leader_election_enable: false,
+            leader_replication_throttled_replicas: ThrottledReplicas::default(),
+            follower_replication_throttled_replicas: ThrottledReplicas::default(),
         }
     }
 }
@@ -80,7 +132,9 @@ pub const TOPIC_KEYS: &[&str] = &[
     "file.delete.delay.ms",
     "flush.messages",
     "flush.ms",
+    "follower.replication.throttled.replicas",
     "index.interval.bytes",
+    "leader.replication.throttled.replicas",
     "max.message.bytes",
     "message.timestamp.after.max.ms",
     "message.timestamp.before.max.ms",
@@ -140,6 +194,12 @@ impl LogConfig {
             "delete.retention.ms" => self.delete_retention_ms = int(key, value, 0, i64::MAX)?,
             "min.insync.replicas" => self.min_insync_replicas = int(key, value, 1, I32)? as i32,
             "unclean.leader.election.enable" => self.unclean_leader_election_enable = boolean(key, value)?,
+            "leader.replication.throttled.replicas" => {
+                self.leader_replication_throttled_replicas = ThrottledReplicas::parse(key, value)?
+            }
+            "follower.replication.throttled.replicas" => {
+                self.follower_replication_throttled_replicas = ThrottledReplicas::parse(key, value)?
+            }
             "min.cleanable.dirty.ratio" => {
                 let v: f64 = value
                     .trim()
@@ -214,7 +274,15 @@ impl LogConfig {
             ("file.delete.delay.ms", self.file_delete_delay_ms.to_string()),
             ("flush.messages", self.flush_messages.to_string()),
             ("flush.ms", self.flush_ms.to_string()),
+            (
+                "follower.replication.throttled.replicas",
+                self.follower_replication_throttled_replicas.value.clone(),
+            ),
             ("index.interval.bytes", self.index_interval_bytes.to_string()),
+            (
+                "leader.replication.throttled.replicas",
+                self.leader_replication_throttled_replicas.value.clone(),
+            ),
             ("max.message.bytes", self.max_message_bytes.to_string()),
             ("message.timestamp.after.max.ms", self.message_timestamp_after_max_ms.to_string()),
             ("message.timestamp.before.max.ms", self.message_timestamp_before_max_ms.to_string()),
