@@ -72,6 +72,10 @@ def test_kafka_topics_and_kafka_configs(
     moves = [*reassign, "--reassignment-json-file", str(tmp_path / "plan.json")]
     assert "Successfully started partition reassignment for t-0" in tool(version, *moves, "--execute").stdout
     assert "No partition reassignments found" in tool(version, *reassign, "--list").stdout
+    # --verify finds it done and clears the throttles (broker rates and topic lists).
+    verified = tool(version, *moves, "--verify").stdout
+    assert "Reassignment of partition t-0 is completed" in verified, verified
+    assert "Clearing topic-level throttles on topic t" in verified, verified
     tool(version, "kafka-topics", *bs, "--alter", "--topic", "t", "--partitions", "4")
     assert "PartitionCount: 4" in tool(version, "kafka-topics", *bs, "--describe", "--topic", "t").stdout
 
