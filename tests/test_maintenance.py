@@ -110,7 +110,7 @@ def test_compaction_through_the_store_and_cli_names(store: seglog.Store, store_p
     )
     for round_ in range(50):
         store.append("c", 0, [(f"k{k}".encode(), f"{round_}".encode()) for k in range(4)])
-    with pytest.raises(seglog.InvalidRecordError, match="without a key"):
+    with pytest.raises(seglog.InvalidRecordError, match="without key"):
         store.append("c", 0, [b"no key"])
     before = store.describe("c").partitions[0]
     report = store.clean_topic("c")

@@ -89,7 +89,7 @@ def test_describe_topics_delete(store: seglog.Store, store_path: Path) -> None:
     assert d.config["retention.ms"] == "604800000", "Kafka's default"
     assert d.overrides == {"segment.bytes": str(1 << 20), "cleanup.policy": "compact"}
     assert len(d.topic_id) == 22
-    with pytest.raises(seglog.InvalidRecordError, match="without a key"):
+    with pytest.raises(seglog.InvalidRecordError, match="without key"):
         store.append("b", 2, [b"v" * 100])  # a compacted topic takes keyed records only
     store.append("b", 2, [(b"k", b"v" * 100)] * 10)
     p2 = store.describe("b").partitions[2]

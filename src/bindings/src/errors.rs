@@ -91,7 +91,10 @@ pub fn to_py(e: Error) -> PyErr {
             Error::Timeout(..) => SeglogTimeoutError::new_err(msg),
             Error::InvalidArgument(_) => PyValueError::new_err(msg),
             Error::InvalidRecord(_) => InvalidRecordError::new_err(msg),
-            Error::InvalidTimestamp(_) => InvalidTimestampError::new_err(msg),
+            Error::InvalidTimestamp(_) | Error::RecordErrors { timestamp: true, .. } => {
+                InvalidTimestampError::new_err(msg)
+            }
+            Error::RecordErrors { timestamp: false, .. } => InvalidRecordError::new_err(msg),
             Error::UnsupportedCompression(_) => UnsupportedCompressionTypeError::new_err(msg),
             Error::RecordBatchTooLarge(_) => RecordBatchTooLargeError::new_err(msg),
             Error::OutOfOrderSequence { .. } => OutOfOrderSequenceError::new_err(msg),

@@ -60,6 +60,16 @@ pub struct Wanted {
     pub current_epoch: i32,
 }
 
+/// Why a client's append was refused: Kafka's code and message, and the
+/// records at fault with why (KIP-467's `record_errors`; empty when the
+/// batch as a whole was refused).
+#[derive(Debug)]
+pub struct AppendRefused {
+    pub code: i16,
+    pub message: String,
+    pub record_errors: Vec<(i32, String)>,
+}
+
 /// One partition's answer to a fetch.
 pub struct PartitionData {
     pub partition: i32,
@@ -182,9 +192,20 @@ impl ReplicaManager {
         partition: i32,
         records: Vec<u8>,
         acks: i16,
-    ) -> Result<Appended, (i16, String)> {
-        let failed = |e: Error| (error_code(&e), e.to_string());
-        let refused = |code: i16| (code, format!("{topic}-{partition}: {}", describe_code(code)));
+    ) -> Result<Appended, AppendRefused> {
+        let failed = |e: Error| AppendRefused {
+            code: error_code(&e),
+            message: e.to_string(),
+            record_errors: match e {
+                Error::RecordErrors { errors, .. } => errors,
+                _ => Vec::new(),
+            },
+        };
+        let refused = |code: i16| AppendRefused {
+            code,
+            message: format!("{topic}-{partition}: {}", describe_code(code)),
+            record_errors: Vec::new(),
+        };
         let log = self.store.partition(topic, partition).map_err(failed)?;
         let bytes = records.len() as u64;
         let append = || log.append_as_leader(records, AppendOrigin::Client);

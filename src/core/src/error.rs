@@ -64,6 +64,10 @@ pub enum Error {
     InvalidRecord(String),
     #[error("invalid timestamp: {0}")]
     InvalidTimestamp(String),
+    /// A batch refused for its records (KIP-467): each bad record's index in
+    /// the batch and why (see `InvalidBatch::Records`).
+    #[error("{}", crate::record::validator::record_errors_message(*.timestamp, .errors))]
+    RecordErrors { timestamp: bool, errors: Vec<(i32, String)> },
     #[error("unsupported compression: {0}")]
     UnsupportedCompression(String),
     #[error("record batch too large: {0}")]
@@ -125,6 +129,8 @@ impl Error {
             Error::Io(_) | Error::IoAt { .. } | Error::CorruptFile { .. } => KAFKA_STORAGE_ERROR,
             Error::UnsupportedCompression(_) => UNSUPPORTED_COMPRESSION_TYPE,
             Error::InvalidRecord(_) => INVALID_RECORD,
+            Error::RecordErrors { timestamp: true, .. } => INVALID_TIMESTAMP,
+            Error::RecordErrors { timestamp: false, .. } => INVALID_RECORD,
             Error::InvalidProducerEpoch { .. } => INVALID_PRODUCER_EPOCH,
             Error::OutOfOrderSequence { .. } => OUT_OF_ORDER_SEQUENCE_NUMBER,
             Error::Kafka { code, .. } | Error::CommitFailed { code, .. } => *code,
@@ -169,6 +175,9 @@ impl Error {
             Error::InvalidArgument(m) => Error::InvalidArgument(m.clone()),
             Error::InvalidRecord(m) => Error::InvalidRecord(m.clone()),
             Error::InvalidTimestamp(m) => Error::InvalidTimestamp(m.clone()),
+            Error::RecordErrors { timestamp, errors } => {
+                Error::RecordErrors { timestamp: *timestamp, errors: errors.clone() }
+            }
             Error::UnsupportedCompression(m) => Error::UnsupportedCompression(m.clone()),
             Error::RecordBatchTooLarge(m) => Error::RecordBatchTooLarge(m.clone()),
             Error::CorruptFile { path, reason } => {

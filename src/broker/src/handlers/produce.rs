@@ -1,12 +1,15 @@
 //! Produce: each partition's batches validated as Kafka's LogValidator does
 //! (without re-encoding them), offsets assigned by patching the headers, and
-//! an answer per partition with Kafka's error codes. Partitions of a request
+//! an answer per partition with Kafka's error codes (and, from v8, the records
+//! at fault: KIP-467's record errors). Partitions of a request
 //! are appended concurrently; appends to one partition from many connections
 //! meet at its writer lock and share their fsyncs (the log's group commit).
 
 use std::sync::Arc;
 
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -97,9 +100,19 @@ pub async fn handle(shared: &Arc<Shared>, r: ProduceRequest, _version: i16) -> R
                             resp.error_message = Some(StrBytes::from_string(describe_code(code).to_string()));
                         }
                     }
-                    Ok(Err((code, message))) => {
-                        resp.error_code = code;
-                        resp.error_message = Some(StrBytes::from_string(message));
+                    Ok(Err(refused)) => {
+                        resp.error_code = refused.code;
+                        resp.error_message = Some(StrBytes::from_string(refused.message));
+                        // v8+ (KIP-467): the records at fault, so a client fails only those.
+                        resp.record_errors = refused
+                            .record_errors
+                            .into_iter()
+                            .map(|(index, why)| {
+                                BatchIndexAndErrorMessage::default()
+                                    .with_batch_index(index)
+                                    .with_batch_index_error_message(Some(StrBytes::from_string(why)))
+                            })
+                            .collect();
                     }
                     Err(e) => {
                         resp.error_code = ResponseError::UnknownServerError.code();

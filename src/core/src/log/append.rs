@@ -80,6 +80,7 @@ impl PartitionLog {
     pub(super) fn rules<'a>(&'a self, config: &LogConfig) -> BatchRules<'a> {
         BatchRules {
             topic: &self.topic,
+            partition: self.partition,
             max_batch_bytes: config.max_message_bytes,
             segment_bytes: config.segment_bytes,
             compacted: config.cleanup_policy.compact,

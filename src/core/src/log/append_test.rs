@@ -94,8 +94,17 @@ fn timestamps_follow_the_topics_bounds() {
     let log = open(dir.path(), config);
     let now = now_ms();
     for ts in [now - 3_600_000, now + 3_600_000, -5] {
+        // A client's batch: the record at fault named (KIP-467), the batch refused.
         let err = log.append_as_leader(batch(&["x"], ts), AppendOrigin::Client).unwrap_err();
-        assert!(matches!(err, Error::InvalidTimestamp(_)), "{ts}: {err}");
+        match &err {
+            Error::RecordErrors { timestamp: true, errors } => {
+                assert_eq!(errors.len(), 1, "{ts}: {err}");
+                assert_eq!(errors[0].0, 0);
+                assert!(errors[0].1.contains(&ts.to_string()), "{ts}: {err}");
+            }
+            _ => panic!("{ts}: {err}"),
+        }
+        assert_eq!(err.kafka_code(), Some(crate::error::kafka_codes::INVALID_TIMESTAMP));
         let rec = NewRecord { timestamp: ts, key: None, value: Some(b"x"), headers: &[] };
         let err = log.append_records(&[rec], Compression::None, false, AppendOrigin::Client).unwrap_err();
         assert!(matches!(err, Error::InvalidTimestamp(_)), "{ts}: {err}");

@@ -34,9 +34,31 @@ pub enum InvalidBatch {
     #[error("unsupported compression: {}", codec_message(*.0))]
     UnsupportedCompression(u8),
     /// INVALID_RECORD (87): well formed bytes that break a rule (counts, offset
-    /// deltas, a control batch, a keyless record on a compacted topic, ...).
+    /// deltas, a control batch, ...).
     #[error("invalid record: {0}")]
     InvalidRecord(String),
+    /// Records that break a rule of their own (Kafka's KIP-467 record errors):
+    /// a keyless record on a compacted topic, a timestamp out of bounds. Each
+    /// is named by its index in the batch, with why; the whole batch is
+    /// refused, with INVALID_TIMESTAMP if any timestamp was, else INVALID_RECORD.
+    #[error("{}", record_errors_message(*.timestamp, .errors))]
+    Records { timestamp: bool, errors: Vec<(i32, String)> },
+}
+
+/// Kafka's message for a batch refused for its records' errors (the first
+/// three shown).
+pub fn record_errors_message(timestamp: bool, errors: &[(i32, String)]) -> String {
+    if timestamp {
+        return "One or more records have been rejected due to invalid timestamp".to_string();
+    }
+    let shown: Vec<String> =
+        errors.iter().take(3).map(|(i, m)| format!("RecordError(batchIndex={i}, message='{m}')")).collect();
+    format!(
+        "One or more records have been rejected due to {} record errors in total, and only showing the \
+         first three errors at most: [{}]",
+        errors.len(),
+        shown.join(", ")
+    )
 }
 
 impl InvalidBatch {
@@ -50,6 +72,8 @@ impl InvalidBatch {
             InvalidBatch::InvalidTimestamp(_) => INVALID_TIMESTAMP,
             InvalidBatch::UnsupportedCompression(_) => UNSUPPORTED_COMPRESSION_TYPE,
             InvalidBatch::InvalidRecord(_) => INVALID_RECORD,
+            InvalidBatch::Records { timestamp: true, .. } => INVALID_TIMESTAMP,
+            InvalidBatch::Records { timestamp: false, .. } => INVALID_RECORD,
         }
     }
 }
@@ -63,6 +87,7 @@ impl From<InvalidBatch> for Error {
             InvalidBatch::InvalidTimestamp(m) => Error::InvalidTimestamp(m),
             InvalidBatch::UnsupportedCompression(id) => Error::UnsupportedCompression(codec_message(id)),
             InvalidBatch::InvalidRecord(m) => Error::InvalidRecord(m),
+            InvalidBatch::Records { timestamp, errors } => Error::RecordErrors { timestamp, errors },
         }
     }
 }
@@ -79,6 +104,7 @@ fn invalid(msg: impl Into<String>) -> InvalidBatch {
 #[derive(Debug, Clone, Copy)]
 pub struct BatchRules<'a> {
     pub topic: &'a str,
+    pub partition: i32,
     pub max_batch_bytes: usize,
     pub segment_bytes: u64,
     /// A compacted topic needs a key on every record.
@@ -164,6 +190,9 @@ impl BatchRules<'_> {
         let count = b.records_count();
         let base_ts = b.base_timestamp();
         let mut max_ts = NO_TIMESTAMP;
+        // Per-record refusals, gathered over the whole batch (KIP-467).
+        let mut errors: Vec<(i32, String)> = Vec::new();
+        let mut bad_timestamp = false;
         for i in 0..count {
             let len = varint(src)?;
             if len < 0 {
@@ -181,9 +210,7 @@ impl BatchRules<'_> {
                 )));
             }
             let key = field(src, end, "key")?;
-            if key.is_none() && self.compacted {
-                return Err(self.keyless());
-            }
+            let keyless = key.is_none() && self.compacted;
             field(src, end, "value")?;
             let headers = varint(src)?;
             if headers < 0 {
@@ -208,13 +235,22 @@ impl BatchRules<'_> {
             let ts = base_ts.checked_add(ts_delta).ok_or_else(|| {
                 invalid(format!("record {i}: baseTimestamp {base_ts} + timestampDelta {ts_delta} overflows"))
             })?;
-            if self.timestamp_type == TimestampType::CreateTime {
-                self.check_timestamp(ts, now)?;
+            // As Kafka checks a record: its key first, then its timestamp.
+            if keyless {
+                errors.push((i, self.keyless_message()));
+            } else if self.timestamp_type == TimestampType::CreateTime {
+                if let Err(InvalidBatch::InvalidTimestamp(m)) = self.check_timestamp(ts, now) {
+                    bad_timestamp = true;
+                    errors.push((i, m));
+                }
             }
             max_ts = max_ts.max(ts);
         }
         if src.next()?.is_some() {
             return Err(invalid(format!("bytes left in the batch after its {count} records")));
+        }
+        if !errors.is_empty() {
+            return Err(InvalidBatch::Records { timestamp: bad_timestamp, errors });
         }
         Ok(max_ts)
     }
@@ -286,7 +322,14 @@ impl BatchRules<'_> {
     }
 
     fn keyless(&self) -> InvalidBatch {
-        invalid(format!("compacted topic {} cannot accept a record without a key", self.topic))
+        invalid(self.keyless_message())
+    }
+
+    fn keyless_message(&self) -> String {
+        format!(
+            "Compacted topic cannot accept message without key in topic partition {}-{}",
+            self.topic, self.partition
+        )
     }
 }
 
@@ -295,6 +338,7 @@ impl Default for BatchRules<'_> {
     fn default() -> Self {
         BatchRules {
             topic: "",
+            partition: 0,
             max_batch_bytes: 1_048_588,
             segment_bytes: 1 << 30,
             compacted: false,

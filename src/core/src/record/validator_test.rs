@@ -195,3 +195,31 @@ fn errors_become_the_cores_errors() {
     let e: Error = InvalidBatch::MessageTooLarge { size: 2, max: 1 }.into();
     assert_eq!(e.kafka_code(), Some(10));
 }
+
+#[test]
+fn every_bad_record_of_a_batch_is_named() {
+    // KIP-467: the keyless records of a batch for a compacted topic, each by index.
+    let keys: Vec<Option<&[u8]>> = (0..8).map(|i| if i % 3 == 1 { None } else { Some(&b"k"[..]) }).collect();
+    for codec in [Compression::None, Compression::Zstd] {
+        let batch = build(codec, &keys);
+        let rules = BatchRules { compacted: true, partition: 4, ..rules() };
+        match rules.validate_client_batch(&batch, NOW).map(|_| ()).unwrap_err() {
+            InvalidBatch::Records { timestamp: false, errors } => {
+                assert_eq!(errors.iter().map(|e| e.0).collect::<Vec<_>>(), [1, 4, 7]);
+                assert_eq!(
+                    errors[0].1,
+                    "Compacted topic cannot accept message without key in topic partition t-4"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    let message =
+        record_errors_message(false, &[(1, "a".into()), (4, "b".into()), (7, "c".into()), (9, "d".into())]);
+    assert_eq!(
+        message,
+        "One or more records have been rejected due to 4 record errors in total, and only showing the first \
+         three errors at most: [RecordError(batchIndex=1, message='a'), RecordError(batchIndex=4, message='b'), \
+         RecordError(batchIndex=7, message='c')]"
+    );
+}
