@@ -216,6 +216,12 @@ impl ReplicaManager {
                 let (info, leadership) = r.append_as_leader(&log, acks, append).map_err(refused)?;
                 (info.map_err(failed)?, Some(leadership))
             }
+            // A single broker is each partition's only replica, so its ISR is
+            // one: acks=all to a topic that wants more in sync is refused, as
+            // Kafka refuses it.
+            None if acks == -1 && log.config().min_insync_replicas > 1 => {
+                return Err(refused(kafka_codes::NOT_ENOUGH_REPLICAS))
+            }
             None => (append().map_err(failed)?, None),
         };
         self.metrics.bytes_in.inc_by(bytes);

@@ -27,39 +27,61 @@ pub const TYPE_LONG: i8 = 5;
 pub const TYPE_DOUBLE: i8 = 6;
 pub const TYPE_LIST: i8 = 7;
 
-/// A topic key's broker-level name (Kafka's `ServerTopicConfigSynonyms`, the
-/// first synonym; none for the keys that exist only per topic) and its type.
-pub fn topic_key(key: &str) -> Option<(Option<&'static str>, i8)> {
-    let only_topic = match key {
-        "leader.replication.throttled.replicas" | "follower.replication.throttled.replicas" => TYPE_LIST,
-        _ => return broker_synonym(key).map(|(name, t)| (Some(name), t)),
-    };
-    Some((None, only_topic))
+/// A topic key as DescribeConfigs describes it: its broker-level synonym
+/// (Kafka's `ServerTopicConfigSynonyms`, the first one; none for keys that
+/// exist only per topic), its type, and whether Kafka's broker config has a
+/// default for that synonym (some, like `log.retention.ms`, default to null,
+/// and Kafka then lists no DEFAULT_CONFIG synonym).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopicKey {
+    pub synonym: Option<&'static str>,
+    pub config_type: i8,
+    pub broker_default: bool,
 }
 
-fn broker_synonym(key: &str) -> Option<(&'static str, i8)> {
-    Some(match key {
-        "cleanup.policy" => ("log.cleanup.policy", TYPE_LIST),
-        "compression.type" => ("compression.type", TYPE_STRING),
-        "delete.retention.ms" => ("log.cleaner.delete.retention.ms", TYPE_LONG),
-        "file.delete.delay.ms" => ("log.segment.delete.delay.ms", TYPE_LONG),
-        "flush.messages" => ("log.flush.interval.messages", TYPE_LONG),
-        "flush.ms" => ("log.flush.interval.ms", TYPE_LONG),
-        "index.interval.bytes" => ("log.index.interval.bytes", TYPE_INT),
-        "max.message.bytes" => ("message.max.bytes", TYPE_INT),
-        "message.timestamp.after.max.ms" => ("log.message.timestamp.after.max.ms", TYPE_LONG),
-        "message.timestamp.before.max.ms" => ("log.message.timestamp.before.max.ms", TYPE_LONG),
-        "message.timestamp.type" => ("log.message.timestamp.type", TYPE_STRING),
-        "min.cleanable.dirty.ratio" => ("log.cleaner.min.cleanable.ratio", TYPE_DOUBLE),
-        "min.insync.replicas" => ("min.insync.replicas", TYPE_INT),
-        "retention.bytes" => ("log.retention.bytes", TYPE_LONG),
-        "retention.ms" => ("log.retention.ms", TYPE_LONG),
-        "segment.bytes" => ("log.segment.bytes", TYPE_INT),
-        "segment.index.bytes" => ("log.index.size.max.bytes", TYPE_INT),
-        "segment.ms" => ("log.roll.ms", TYPE_LONG),
-        "unclean.leader.election.enable" => ("unclean.leader.election.enable", TYPE_BOOLEAN),
+pub fn topic_key(key: &str) -> Option<TopicKey> {
+    let (synonym, config_type, broker_default) = match key {
+        "cleanup.policy" => (Some("log.cleanup.policy"), TYPE_LIST, true),
+        "compression.gzip.level" => (Some("compression.gzip.level"), TYPE_INT, true),
+        "compression.lz4.level" => (Some("compression.lz4.level"), TYPE_INT, true),
+        "compression.type" => (Some("compression.type"), TYPE_STRING, true),
+        "compression.zstd.level" => (Some("compression.zstd.level"), TYPE_INT, true),
+        "delete.retention.ms" => (Some("log.cleaner.delete.retention.ms"), TYPE_LONG, true),
+        "file.delete.delay.ms" => (Some("log.segment.delete.delay.ms"), TYPE_LONG, true),
+        "flush.messages" => (Some("log.flush.interval.messages"), TYPE_LONG, true),
+        "flush.ms" => (Some("log.flush.interval.ms"), TYPE_LONG, false),
+        "follower.replication.throttled.replicas" => (None, TYPE_LIST, false),
+        "index.interval.bytes" => (Some("log.index.interval.bytes"), TYPE_INT, true),
+        "leader.replication.throttled.replicas" => (None, TYPE_LIST, false),
+        "local.retention.bytes" => (Some("log.local.retention.bytes"), TYPE_LONG, true),
+        "local.retention.ms" => (Some("log.local.retention.ms"), TYPE_LONG, true),
+        "max.compaction.lag.ms" => (Some("log.cleaner.max.compaction.lag.ms"), TYPE_LONG, true),
+        "max.message.bytes" => (Some("message.max.bytes"), TYPE_INT, true),
+        "message.downconversion.enable" => (Some("log.message.downconversion.enable"), TYPE_BOOLEAN, true),
+        "message.format.version" => (Some("log.message.format.version"), TYPE_STRING, true),
+        "message.timestamp.after.max.ms" => (Some("log.message.timestamp.after.max.ms"), TYPE_LONG, true),
+        "message.timestamp.before.max.ms" => (Some("log.message.timestamp.before.max.ms"), TYPE_LONG, true),
+        "message.timestamp.difference.max.ms" => {
+            (Some("log.message.timestamp.difference.max.ms"), TYPE_LONG, true)
+        }
+        "message.timestamp.type" => (Some("log.message.timestamp.type"), TYPE_STRING, true),
+        "min.cleanable.dirty.ratio" => (Some("log.cleaner.min.cleanable.ratio"), TYPE_DOUBLE, true),
+        "min.compaction.lag.ms" => (Some("log.cleaner.min.compaction.lag.ms"), TYPE_LONG, true),
+        "min.insync.replicas" => (Some("min.insync.replicas"), TYPE_INT, true),
+        "preallocate" => (Some("log.preallocate"), TYPE_BOOLEAN, true),
+        "remote.log.copy.disable" | "remote.log.delete.on.disable" | "remote.storage.enable" => {
+            (None, TYPE_BOOLEAN, false)
+        }
+        "retention.bytes" => (Some("log.retention.bytes"), TYPE_LONG, true),
+        "retention.ms" => (Some("log.retention.ms"), TYPE_LONG, false),
+        "segment.bytes" => (Some("log.segment.bytes"), TYPE_INT, true),
+        "segment.index.bytes" => (Some("log.index.size.max.bytes"), TYPE_INT, true),
+        "segment.jitter.ms" => (Some("log.roll.jitter.ms"), TYPE_LONG, false),
+        "segment.ms" => (Some("log.roll.ms"), TYPE_LONG, false),
+        "unclean.leader.election.enable" => (Some("unclean.leader.election.enable"), TYPE_BOOLEAN, true),
         _ => return None,
-    })
+    };
+    Some(TopicKey { synonym, config_type, broker_default })
 }
 
 /// One config as DescribeConfigs reports it: its value, where that value
@@ -90,7 +112,7 @@ pub fn describe_topic(
     TOPIC_KEYS
         .iter()
         .filter_map(|&key| {
-            let (broker_name, config_type) = topic_key(key)?;
+            let TopicKey { synonym: broker_name, config_type, broker_default } = topic_key(key)?;
             let mut synonyms = Vec::new();
             if let Some(v) = overrides.get(key) {
                 // The value as the store reads it (normalised), not as typed.
@@ -110,7 +132,9 @@ pub fn describe_topic(
                         SOURCE_STATIC_BROKER_CONFIG,
                     ));
                 }
-                synonyms.push((broker_name.to_string(), kafka.get(key).cloned(), SOURCE_DEFAULT_CONFIG));
+                if broker_default {
+                    synonyms.push((broker_name.to_string(), kafka.get(key).cloned(), SOURCE_DEFAULT_CONFIG));
+                }
             }
             Some(Described {
                 name: key.to_string(),
@@ -206,8 +230,8 @@ pub fn describe_broker(broker: &BrokerConfig, store: &StoreConfig) -> Vec<Descri
     let set = store.topic_defaults.to_map();
     let kafka = LogConfig::default().to_map();
     for key in TOPIC_KEYS {
-        if let Some((Some(broker_name), t)) = topic_key(key) {
-            rows.push((broker_name, set.get(*key).cloned(), kafka.get(*key).cloned(), t));
+        if let Some(TopicKey { synonym: Some(broker_name), config_type, .. }) = topic_key(key) {
+            rows.push((broker_name, set.get(*key).cloned(), kafka.get(*key).cloned(), config_type));
         }
     }
     rows.sort_by(|a, b| a.0.cmp(b.0));
@@ -302,7 +326,7 @@ pub fn incremental_changes(
             Op::Set => value.clone(),
             Op::Delete => None,
             Op::Append | Op::Subtract => {
-                if topic_key(key).map(|(_, t)| t) != Some(TYPE_LIST) {
+                if topic_key(key).map(|k| k.config_type) != Some(TYPE_LIST) {
                     let name = if op == Op::Append { "APPEND" } else { "SUBTRACT" };
                     return Err((
                         ResponseError::InvalidConfig.code(),

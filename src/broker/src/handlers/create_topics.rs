@@ -119,8 +119,11 @@ fn overrides_of(store: &Store, t: &CreatableTopic) -> Result<BTreeMap<String, St
         };
         overrides.insert(c.name.to_string(), value.to_string());
     }
-    let checked = store.config().topic_defaults.with_overrides(&overrides);
-    checked.map_err(|e| (error_code(&e), e.to_string()))?;
+    // Kafka's message as it is, without the store's "invalid config: ".
+    store.config().topic_defaults.with_overrides(&overrides).map_err(|e| match e {
+        Error::InvalidConfig(m) => (ResponseError::InvalidConfig.code(), m),
+        e => (error_code(&e), e.to_string()),
+    })?;
     Ok(overrides)
 }
 

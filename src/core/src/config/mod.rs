@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::error::{Error, Result};
+use crate::record::compression::Compression;
 use crate::record::TimestampType;
 
 pub const DAY_MS: i64 = 24 * 60 * 60 * 1000;
@@ -94,6 +95,21 @@ pub struct LogConfig {
     /// Replicas that, as followers outside the ISR, stop fetching while
     /// their broker's `follower.replication.throttled.rate` is exceeded.
     pub follower_replication_throttled_replicas: ThrottledReplicas,
+    /// `compression.type`: `None` keeps each batch as its producer
+    /// compressed it (`producer`); a codec has the log store batches in it.
+    pub compression_type: Option<Compression>,
+    /// The most a segment's roll time is brought forward at random, so that
+    /// a topic's partitions do not all roll at once.
+    pub segment_jitter_ms: i64,
+    /// How long a record stays out of the cleaner's reach, and how long a
+    /// record may stay uncompacted at most.
+    pub min_compaction_lag_ms: i64,
+    pub max_compaction_lag_ms: i64,
+    /// Reserve a new segment's `segment.bytes` on disk when it is made.
+    pub preallocate: bool,
+    /// Keys Kafka takes that change nothing in seglog's log (see `PASSIVE_KEYS`),
+    /// by name: the value given, or Kafka's default.
+    pub passive: BTreeMap<&'static str, String>,
 }
 
 impl Default for LogConfig {
@@ -120,14 +136,23 @@ impl Default for LogConfig {
             unclean_leader_election_enable: false,
             leader_replication_throttled_replicas: ThrottledReplicas::default(),
             follower_replication_throttled_replicas: ThrottledReplicas::default(),
+            compression_type: None,
+            segment_jitter_ms: 0,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
+            preallocate: false,
+            passive: PASSIVE_KEYS.iter().map(|(k, d, _)| (*k, d.to_string())).collect(),
         }
     }
 }
 
-/// Every topic-level key seglog accepts, in Kafka's spelling.
+/// Every topic-level key seglog accepts: Kafka 3.9's, in Kafka's spelling.
 pub const TOPIC_KEYS: &[&str] = &[
     "cleanup.policy",
+    "compression.gzip.level",
+    "compression.lz4.level",
     "compression.type",
+    "compression.zstd.level",
     "delete.retention.ms",
     "file.delete.delay.ms",
     "flush.messages",
@@ -135,27 +160,141 @@ pub const TOPIC_KEYS: &[&str] = &[
     "follower.replication.throttled.replicas",
     "index.interval.bytes",
     "leader.replication.throttled.replicas",
+    "local.retention.bytes",
+    "local.retention.ms",
+    "max.compaction.lag.ms",
     "max.message.bytes",
+    "message.downconversion.enable",
+    "message.format.version",
     "message.timestamp.after.max.ms",
     "message.timestamp.before.max.ms",
+    "message.timestamp.difference.max.ms",
     "message.timestamp.type",
     "min.cleanable.dirty.ratio",
+    "min.compaction.lag.ms",
     "min.insync.replicas",
+    "preallocate",
+    "remote.log.copy.disable",
+    "remote.log.delete.on.disable",
+    "remote.storage.enable",
     "retention.bytes",
     "retention.ms",
     "segment.bytes",
     "segment.index.bytes",
+    "segment.jitter.ms",
     "segment.ms",
     "unclean.leader.election.enable",
 ];
 
+/// How a passive key's value is checked (Kafka's validator for it).
+#[derive(Debug, Clone, Copy)]
+pub enum Check {
+    Bool,
+    AtLeast(i64),
+    Between(i64, i64),
+    /// `compression.gzip.level`: 1 to 9, or -1 (the codec's default).
+    GzipLevel,
+    /// `message.format.version`: a Kafka release (`2.8`, `3.0-IV1`, ...).
+    Version,
+    /// `remote.storage.enable`: only false (there is no tiered storage).
+    NoTieredStorage,
+    /// `remote.log.copy.disable`, `remote.log.delete.on.disable`: only false,
+    /// as in a ZooKeeper-mode Kafka broker.
+    NotInZooKeeperMode,
+}
+
+/// The keys Kafka takes that change nothing here, with Kafka's default and
+/// check. Compression levels: a recompressing topic uses each codec's
+/// default level. The record format is always v2 (`message.format.version`
+/// is ignored for it by Kafka 3.x too) and nothing is down-converted
+/// (`message.downconversion.enable`: only Fetch v4+, with v2 records, is
+/// served). There is no tiered storage: `remote.storage.enable` is false,
+/// and the `local.retention.*` limits are the whole log's.
+/// `message.timestamp.difference.max.ms` is Kafka's deprecated predecessor
+/// of `message.timestamp.before.max.ms`, kept for tools that still set it.
+pub const PASSIVE_KEYS: &[(&str, &str, Check)] = &[
+    ("compression.gzip.level", "-1", Check::GzipLevel),
+    ("compression.lz4.level", "9", Check::Between(1, 17)),
+    ("compression.zstd.level", "3", Check::Between(-131_072, 22)),
+    ("local.retention.bytes", "-2", Check::AtLeast(-2)),
+    ("local.retention.ms", "-2", Check::AtLeast(-2)),
+    ("message.downconversion.enable", "true", Check::Bool),
+    ("message.format.version", "3.0-IV1", Check::Version),
+    ("message.timestamp.difference.max.ms", "9223372036854775807", Check::AtLeast(0)),
+    ("remote.log.copy.disable", "false", Check::NotInZooKeeperMode),
+    ("remote.log.delete.on.disable", "false", Check::NotInZooKeeperMode),
+    ("remote.storage.enable", "false", Check::NoTieredStorage),
+];
+
+/// Kafka's message for a value a key does not take.
+fn refused(key: &str, value: &str, why: &str) -> Error {
+    Error::InvalidConfig(format!("Invalid value {value} for configuration {key}: {why}"))
+}
+
+fn passive(key: &str, value: &str, check: Check) -> Result<String> {
+    let value = value.trim();
+    match check {
+        Check::Bool => Ok(boolean(key, value)?.to_string()),
+        Check::AtLeast(min) => Ok(int(key, value, min, i64::MAX)?.to_string()),
+        Check::Between(min, max) => Ok(int(key, value, min, max)?.to_string()),
+        Check::GzipLevel => match value.parse::<i32>() {
+            Ok(v) if v == -1 || (1..=9).contains(&v) => Ok(v.to_string()),
+            Ok(_) => Err(refused(key, value, "Value must be between 1 and 9 or equal to -1")),
+            Err(_) => Err(refused(key, value, "Not a number of type INT")),
+        },
+        Check::Version => {
+            let release = value.split_once("-IV").map_or(value, |(r, iv)| {
+                if !iv.is_empty() && iv.bytes().all(|c| c.is_ascii_digit()) {
+                    r
+                } else {
+                    ""
+                }
+            });
+            let parts: Vec<&str> = release.split('.').collect();
+            let number = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit());
+            let known = parts.iter().all(|p| number(p))
+                && match parts.as_slice() {
+                    ["0", minor, ..] => matches!(*minor, "8" | "9" | "10" | "11") && parts.len() <= 4,
+                    [major, minor, ..] => {
+                        matches!(*major, "1" | "2" | "3") && minor.len() <= 2 && parts.len() <= 3
+                    }
+                    _ => false,
+                };
+            if known {
+                Ok(value.to_string())
+            } else {
+                Err(refused(key, value, &format!("Version {value} is not a valid version")))
+            }
+        }
+        Check::NotInZooKeeperMode => match boolean(key, value)? {
+            false => Ok("false".to_string()),
+            true => Err(Error::InvalidConfig(
+                "It is invalid to set `remote.log.delete.on.disable` or `remote.log.copy.disable` under \
+                 Zookeeper's mode."
+                    .into(),
+            )),
+        },
+        Check::NoTieredStorage => match boolean(key, value)? {
+            false => Ok("false".to_string()),
+            true => Err(Error::InvalidConfig(
+                "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote \
+                 log storage."
+                    .into(),
+            )),
+        },
+    }
+}
+
+/// An INT (a bound within i32) or LONG key's value, with Kafka's messages.
 fn int(key: &str, value: &str, min: i64, max: i64) -> Result<i64> {
-    let v: i64 = value
-        .trim()
-        .parse()
-        .map_err(|_| Error::InvalidConfig(format!("{key}: expected an integer, got {value:?}")))?;
-    if v < min || v > max {
-        return Err(Error::InvalidConfig(format!("{key}: {v} is out of range [{min}, {max}]")));
+    let value = value.trim();
+    let kind = if max <= i64::from(i32::MAX) { "INT" } else { "LONG" };
+    let v: i64 = value.parse().map_err(|_| refused(key, value, &format!("Not a number of type {kind}")))?;
+    if v < min {
+        return Err(refused(key, value, &format!("Value must be at least {min}")));
+    }
+    if v > max {
+        return Err(refused(key, value, &format!("Value must be no more than {max}")));
     }
     Ok(v)
 }
@@ -166,6 +305,12 @@ impl LogConfig {
         let mut c = self.clone();
         for (key, value) in overrides {
             c.set(key, value)?;
+        }
+        if c.min_compaction_lag_ms > c.max_compaction_lag_ms {
+            return Err(Error::InvalidConfig(format!(
+                "conflict topic config setting min.compaction.lag.ms ({}) > max.compaction.lag.ms ({})",
+                c.min_compaction_lag_ms, c.max_compaction_lag_ms
+            )));
         }
         Ok(c)
     }
@@ -201,25 +346,38 @@ impl LogConfig {
                 self.follower_replication_throttled_replicas = ThrottledReplicas::parse(key, value)?
             }
             "min.cleanable.dirty.ratio" => {
-                let v: f64 = value
-                    .trim()
-                    .parse()
-                    .map_err(|_| Error::InvalidConfig(format!("{key}: expected a number, got {value:?}")))?;
-                if !(0.0..=1.0).contains(&v) {
-                    return Err(Error::InvalidConfig(format!("{key}: {v} is out of range [0, 1]")));
+                let value = value.trim();
+                let v: f64 = value.parse().map_err(|_| refused(key, value, "Not a number of type DOUBLE"))?;
+                // Shown parsed, as Java prints a double (`2.0`).
+                if v < 0.0 {
+                    return Err(refused(key, &format!("{v:?}"), "Value must be at least 0"));
+                }
+                if v > 1.0 {
+                    return Err(refused(key, &format!("{v:?}"), "Value must be no more than 1"));
                 }
                 self.min_cleanable_dirty_ratio = v;
             }
-            // Batches are kept as each producer compressed them (Kafka's
-            // default); a topic-wide codec that recompresses is not offered.
             "compression.type" => {
-                if value.trim() != "producer" {
-                    return Err(Error::InvalidConfig(format!(
-                        "{key}: only \"producer\" (each batch kept as its producer compressed it) is \
-                         supported, got {value:?}"
-                    )));
+                self.compression_type = match value.trim() {
+                    "producer" => None,
+                    "uncompressed" => Some(Compression::None),
+                    "gzip" => Some(Compression::Gzip),
+                    "snappy" => Some(Compression::Snappy),
+                    "lz4" => Some(Compression::Lz4),
+                    "zstd" => Some(Compression::Zstd),
+                    other => {
+                        return Err(refused(
+                            key,
+                            other,
+                            "String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer",
+                        ))
+                    }
                 }
             }
+            "segment.jitter.ms" => self.segment_jitter_ms = int(key, value, 0, i64::MAX)?,
+            "min.compaction.lag.ms" => self.min_compaction_lag_ms = int(key, value, 0, i64::MAX)?,
+            "max.compaction.lag.ms" => self.max_compaction_lag_ms = int(key, value, 1, i64::MAX)?,
+            "preallocate" => self.preallocate = boolean(key, value)?,
             "cleanup.policy" => {
                 let mut p = CleanupPolicy { delete: false, compact: false };
                 for part in value.split(',').map(str::trim) {
@@ -227,9 +385,7 @@ impl LogConfig {
                         "delete" => p.delete = true,
                         "compact" => p.compact = true,
                         _ => {
-                            return Err(Error::InvalidConfig(format!(
-                                "{key}: expected delete, compact or \"compact,delete\", got {value:?}"
-                            )))
+                            return Err(refused(key, value.trim(), "String must be one of: compact, delete"))
                         }
                     }
                 }
@@ -239,19 +395,18 @@ impl LogConfig {
                 self.message_timestamp_type = match value.trim() {
                     "CreateTime" => TimestampType::CreateTime,
                     "LogAppendTime" => TimestampType::LogAppendTime,
-                    _ => {
-                        return Err(Error::InvalidConfig(format!(
-                            "{key}: expected CreateTime or LogAppendTime, got {value:?}"
-                        )))
+                    other => {
+                        return Err(refused(key, other, "String must be one of: CreateTime, LogAppendTime"))
                     }
                 }
             }
-            _ => {
-                return Err(Error::InvalidConfig(format!(
-                    "unknown topic config key {key:?} (known: {})",
-                    TOPIC_KEYS.join(", ")
-                )))
-            }
+            _ => match PASSIVE_KEYS.iter().find(|(k, _, _)| *k == key) {
+                Some((name, _, check)) => {
+                    let v = passive(key, value, *check)?;
+                    self.passive.insert(name, v);
+                }
+                None => return Err(Error::InvalidConfig(format!("Unknown topic config name: {key}"))),
+            },
         }
         Ok(())
     }
@@ -269,7 +424,7 @@ impl LogConfig {
         };
         [
             ("cleanup.policy", policy.to_string()),
-            ("compression.type", "producer".to_string()),
+            ("compression.type", compression_name(self.compression_type).to_string()),
             ("delete.retention.ms", self.delete_retention_ms.to_string()),
             ("file.delete.delay.ms", self.file_delete_delay_ms.to_string()),
             ("flush.messages", self.flush_messages.to_string()),
@@ -295,10 +450,27 @@ impl LogConfig {
             ("segment.index.bytes", self.segment_index_bytes.to_string()),
             ("segment.ms", self.segment_ms.to_string()),
             ("unclean.leader.election.enable", self.unclean_leader_election_enable.to_string()),
+            ("segment.jitter.ms", self.segment_jitter_ms.to_string()),
+            ("min.compaction.lag.ms", self.min_compaction_lag_ms.to_string()),
+            ("max.compaction.lag.ms", self.max_compaction_lag_ms.to_string()),
+            ("preallocate", self.preallocate.to_string()),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
+        .chain(self.passive.iter().map(|(k, v)| (k.to_string(), v.clone())))
         .collect()
+    }
+}
+
+/// Kafka's name of a topic's `compression.type`.
+pub fn compression_name(c: Option<Compression>) -> &'static str {
+    match c {
+        None => "producer",
+        Some(Compression::None) => "uncompressed",
+        Some(Compression::Gzip) => "gzip",
+        Some(Compression::Snappy) => "snappy",
+        Some(Compression::Lz4) => "lz4",
+        Some(Compression::Zstd) => "zstd",
     }
 }
 
@@ -343,7 +515,7 @@ fn boolean(key: &str, value: &str) -> Result<bool> {
     match value.trim().to_ascii_lowercase().as_str() {
         "true" => Ok(true),
         "false" => Ok(false),
-        _ => Err(Error::InvalidConfig(format!("{key}: expected true or false, got {value:?}"))),
+        _ => Err(refused(key, value.trim(), "Expected value to be either true or false")),
     }
 }
 

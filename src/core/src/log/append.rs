@@ -17,7 +17,7 @@ use crate::record::batch::{
 };
 use crate::record::compression::MAX_UNCOMPRESSED_BATCH_BYTES;
 use crate::record::validator::BatchRules;
-use crate::record::{build_batches, Compression, NewRecord, RecordBatch, TimestampType};
+use crate::record::{build_batches, BatchBuilder, Compression, NewRecord, RecordBatch, TimestampType};
 use crate::segment::{BatchInfo, Segment, SegmentMode};
 
 /// Where an append landed.
@@ -142,6 +142,8 @@ impl PartitionLog {
             records
         };
         let max = config.max_message_bytes.min(1 << 20);
+        // Built in the topic's codec straight away, where it has one.
+        let compression = config.compression_type.unwrap_or(compression);
         let buf = build_batches(records, compression, TimestampType::CreateTime, max)?;
         let origin = if origin == AppendOrigin::Client { AppendOrigin::Embedded } else { origin };
         let info = self.append_as_leader(buf, origin)?;
@@ -163,8 +165,54 @@ impl PartitionLog {
     /// producer's is `InvalidProducerEpoch`, and a sequence that does not follow
     /// is `OutOfOrderSequence`; from seglog's own writers only the epoch is
     /// checked. The state takes each batch in once it is written.
+    ///
+    /// A topic whose `compression.type` names a codec stores a client's (or
+    /// an embedded producer's) batches in it, as Kafka's broker does.
     pub fn append_as_leader(&self, mut buf: Vec<u8>, origin: AppendOrigin) -> Result<AppendInfo> {
+        if origin != AppendOrigin::Coordinator {
+            if let Some(target) = self.config().compression_type {
+                buf = self.recompressed(buf, target)?;
+            }
+        }
         self.append_buffers(&mut [&mut buf[..]], origin)
+    }
+
+    /// `buf`'s batches with their records in `target`: a batch in another
+    /// codec is validated (its errors are the client's own) and built again
+    /// with the same producer fields, offset deltas and timestamps; one in
+    /// `target` already is kept as it is.
+    fn recompressed(&self, buf: Vec<u8>, target: Compression) -> Result<Vec<u8>> {
+        let config = self.config();
+        let rules = self.rules(&config);
+        let now = now_ms();
+        let mut pos = 0;
+        let mut out: Option<Vec<u8>> = None;
+        while pos < buf.len() {
+            let (b, _) = rules.validate_client_batch(&buf[pos..], now)?;
+            let size = b.size();
+            if b.compression()? == target {
+                if let Some(out) = out.as_mut() {
+                    out.extend_from_slice(&buf[pos..pos + size]);
+                }
+            } else {
+                let out = out.get_or_insert_with(|| buf[..pos].to_vec());
+                let payload = b.records_payload()?;
+                let base = b.base_timestamp();
+                let mut again = BatchBuilder::rewrite_of(&b, None)?.compression(target);
+                for r in b.records(&payload)? {
+                    let record = NewRecord {
+                        timestamp: base.saturating_add(r.timestamp_delta),
+                        key: r.key,
+                        value: r.value,
+                        headers: &r.headers,
+                    };
+                    again.append_at(r.offset_delta, &record);
+                }
+                out.extend_from_slice(&again.build()?);
+            }
+            pos += size;
+        }
+        Ok(out.unwrap_or(buf))
     }
 
     /// `append_as_leader` of the batches of several buffers, in order, as one
@@ -450,6 +498,9 @@ impl PartitionLog {
         seg.seal()?;
         let base = info.base_offset;
         let new = Arc::new(Segment::open(&self.dir, base, config.segment_index_bytes, SegmentMode::Active)?);
+        if config.preallocate {
+            new.preallocate(config.segment_bytes);
+        }
         self.segments.write().insert(base, new.clone());
         self.dir_dirty.store(true, Ordering::Release);
         self.snapshot_at_roll(producers, base);
@@ -461,10 +512,39 @@ impl PartitionLog {
 #[path = "append_test.rs"]
 mod tests;
 
+/// How long a segment stays the active one at most (Kafka's `maxSegmentMs`):
+/// `segment.ms`, or less on a compacted topic whose `max.compaction.lag.ms`
+/// is shorter, so that records can be cleaned within that lag.
+fn max_segment_ms(config: &LogConfig) -> i64 {
+    if config.cleanup_policy.compact {
+        config.segment_ms.min(config.max_compaction_lag_ms)
+    } else {
+        config.segment_ms
+    }
+}
+
+/// How much sooner than `segment.ms` this segment rolls: below
+/// `segment.jitter.ms` (and `segment.ms`), fixed per segment (drawn from its
+/// base offset, so it holds across restarts), so that a topic's partitions
+/// do not all roll at once.
+fn roll_jitter(base_offset: i64, config: &LogConfig) -> i64 {
+    let bound = config.segment_jitter_ms.min(config.segment_ms);
+    if bound <= 0 {
+        return 0;
+    }
+    // SplitMix64's finaliser: a well-spread value from the base offset.
+    let mut x = (base_offset as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^= x >> 31;
+    (x % bound as u64) as i64
+}
+
 /// Kafka's roll rule: whether a batch (`info`) goes to a new segment rather
 /// than to `seg` holding `size` bytes, whose first batch has `first_timestamp`
 /// and whose indexes are full or not: it would pass `segment.bytes`, it is
-/// `segment.ms` newer than the segment's first batch, an index is full, or its
+/// `segment.ms` (see `max_segment_ms`, less the segment's jitter) newer than
+/// the segment's first batch, an index is full, or its
 /// offsets no longer fit a 32-bit offset relative to the segment's base.
 fn rolls_before(
     seg: &Segment,
@@ -475,8 +555,11 @@ fn rolls_before(
     config: &LogConfig,
 ) -> bool {
     let too_big = size + info.size > config.segment_bytes;
-    let too_old = first_timestamp
-        .is_some_and(|ts| ts >= 0 && info.max_timestamp.saturating_sub(ts) > config.segment_ms);
+    let too_old = first_timestamp.is_some_and(|ts| {
+        ts >= 0
+            && info.max_timestamp.saturating_sub(ts)
+                > max_segment_ms(config) - roll_jitter(seg.base_offset, config)
+    });
     let overflow = info.last_offset - seg.base_offset > i64::from(i32::MAX);
     too_big || too_old || overflow || index_full
 }

@@ -209,3 +209,113 @@ fn a_run_that_fails_part_way_leaves_nothing_and_the_log_goes_on() {
     assert_eq!(got.len(), 801);
     assert_eq!(got[800], (800, big[99].to_string()));
 }
+
+#[test]
+fn a_topic_codec_recompresses_what_clients_send() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig { compression_type: Some(Compression::Zstd), ..LogConfig::default() };
+    let log = open(dir.path(), config);
+    let now = now_ms();
+    let header: &[(&[u8], Option<&[u8]>)] = &[(b"h", Some(b"x"))];
+    // An idempotent client's gzip batch, then an uncompressed one, in one append.
+    let mut gzip = BatchBuilder::new(Compression::Gzip).producer(crate::record::ProducerInfo {
+        producer_id: 7,
+        producer_epoch: 2,
+        base_sequence: 0,
+        transactional: false,
+        control: false,
+    });
+    for (i, v) in ["a", "b", "c"].iter().enumerate() {
+        gzip.append(&NewRecord {
+            timestamp: now + i as i64,
+            key: Some(b"k"),
+            value: Some(v.as_bytes()),
+            headers: header,
+        });
+    }
+    let mut buf = gzip.build().unwrap();
+    buf.extend(batch(&["d"], now));
+    log.append_as_leader(buf, AppendOrigin::Client).unwrap();
+    assert_eq!(values(&log).into_iter().map(|(_, v)| v).collect::<Vec<_>>(), ["a", "b", "c", "d"]);
+    let bytes = log.read(0, 1 << 20).unwrap().bytes().unwrap();
+    let stored: Vec<_> = BatchIter::new(&bytes, true).map(|b| b.unwrap()).collect();
+    assert_eq!(stored.len(), 2);
+    for b in &stored {
+        assert_eq!(b.compression().unwrap(), Compression::Zstd);
+        b.check_crc().unwrap();
+    }
+    let first = &stored[0];
+    assert_eq!((first.producer_id(), first.producer_epoch(), first.base_sequence()), (7, 2, 0));
+    assert_eq!((first.base_offset(), first.last_offset_delta(), first.max_timestamp()), (0, 2, now + 2));
+    let payload = first.records_payload().unwrap();
+    let records = first.records(&payload).unwrap();
+    assert_eq!(records[2].headers, vec![(&b"h"[..], Some(&b"x"[..]))]);
+    assert_eq!(first.base_timestamp() + records[2].timestamp_delta, now + 2);
+    // A retry of the idempotent batch is still known as one.
+    let mut again = BatchBuilder::new(Compression::Gzip).producer(crate::record::ProducerInfo {
+        producer_id: 7,
+        producer_epoch: 2,
+        base_sequence: 0,
+        transactional: false,
+        control: false,
+    });
+    for (i, v) in ["a", "b", "c"].iter().enumerate() {
+        again.append(&NewRecord {
+            timestamp: now + i as i64,
+            key: Some(b"k"),
+            value: Some(v.as_bytes()),
+            headers: header,
+        });
+    }
+    assert!(log.append_as_leader(again.build().unwrap(), AppendOrigin::Client).unwrap().duplicate);
+}
+
+#[test]
+fn segments_roll_sooner_by_their_jitter_and_a_compaction_lag() {
+    let config = LogConfig { segment_ms: 10_000, segment_jitter_ms: 4_000, ..LogConfig::default() };
+    let jitters: Vec<i64> = (0..200).map(|base| roll_jitter(base * 1000, &config)).collect();
+    assert!(jitters.iter().all(|j| (0..4_000).contains(j)));
+    assert!(jitters.iter().collect::<std::collections::BTreeSet<_>>().len() > 100, "spread out");
+    assert_eq!(roll_jitter(5, &LogConfig { segment_jitter_ms: 0, ..config.clone() }), 0);
+    assert_eq!(max_segment_ms(&config), 10_000);
+    let compacted = LogConfig {
+        cleanup_policy: crate::config::CleanupPolicy { delete: false, compact: true },
+        max_compaction_lag_ms: 3_000,
+        ..config.clone()
+    };
+    assert_eq!(max_segment_ms(&compacted), 3_000);
+
+    // In a log: the second batch, 7 s after the first, rolls exactly when the
+    // first segment's jitter is over 3 s.
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), config.clone());
+    log.append_as_leader(batch(&["a"], 1_000_000), AppendOrigin::Embedded).unwrap();
+    log.append_as_leader(batch(&["b"], 1_007_000), AppendOrigin::Embedded).unwrap();
+    let segments = fs::read_dir(dir.path().join("t-0"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".log"))
+        .count();
+    assert_eq!(segments, if roll_jitter(0, &config) > 3_000 { 2 } else { 1 });
+}
+
+#[test]
+fn preallocate_reserves_each_new_segment_and_gives_back_the_rest_when_sealed() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let config =
+        LogConfig { preallocate: true, segment_ms: 1_000, segment_bytes: 8 << 20, ..LogConfig::default() };
+    let log = open(dir.path(), config);
+    let blocks = |base: i64| {
+        let m = fs::metadata(dir.path().join("t-0").join(file_name(base, ".log"))).unwrap();
+        (m.len(), m.blocks() * 512)
+    };
+    log.append_as_leader(batch(&["a"], 1_000_000), AppendOrigin::Embedded).unwrap();
+    // Rolled by time: the new segment has its 8 MiB reserved, its size that of its batch.
+    log.append_as_leader(batch(&["b"], 1_002_000), AppendOrigin::Embedded).unwrap();
+    let (len, reserved) = blocks(1);
+    assert!(len < 200 && reserved >= 8 << 20, "{len} bytes, {reserved} reserved");
+    log.append_as_leader(batch(&["c"], 1_004_000), AppendOrigin::Embedded).unwrap();
+    let (len, reserved) = blocks(1);
+    assert!(reserved < 64 << 10, "sealed: {len} bytes, {reserved} still reserved");
+    assert_eq!(values(&log).into_iter().map(|(_, v)| v).collect::<Vec<_>>(), ["a", "b", "c"]);
+}

@@ -192,6 +192,11 @@ impl BatchBuilder {
         self.base_offset = offset;
         self
     }
+    /// The codec `build` compresses the records with.
+    pub fn compression(mut self, c: Compression) -> Self {
+        self.compression = c;
+        self
+    }
     pub fn timestamp_type(mut self, t: TimestampType) -> Self {
         self.timestamp_type = t;
         self

@@ -118,7 +118,23 @@ impl Segment {
         if end <= have || self.no_allocate.load(Ordering::Relaxed) {
             return;
         }
-        let to = end + end.clamp(ALLOCATE_AHEAD_MIN, ALLOCATE_AHEAD);
+        self.allocate_to(end + end.clamp(ALLOCATE_AHEAD_MIN, ALLOCATE_AHEAD));
+    }
+
+    /// Reserves `bytes` of disk for the whole segment at once (the topic's
+    /// `preallocate`, with `segment.bytes`), the file's size unchanged; the
+    /// blocks not written are given back when the segment is sealed.
+    pub fn preallocate(&self, bytes: u64) {
+        if !self.no_allocate.load(Ordering::Relaxed) {
+            self.allocate_to(bytes);
+        }
+    }
+
+    fn allocate_to(&self, to: u64) {
+        let have = self.allocated.load(Ordering::Acquire);
+        if to <= have {
+            return;
+        }
         let from = have.max(self.size());
         let (Ok(off), Ok(len)) = (libc::off_t::try_from(from), libc::off_t::try_from(to - from)) else {
             return;
