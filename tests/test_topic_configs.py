@@ -6,10 +6,13 @@ their messages included; and the keys that change how the log behaves, shown doi
 from __future__ import annotations
 
 import struct
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 import seglog
@@ -172,6 +175,17 @@ def test_compression_type_stores_the_topics_codec(tmp_path: Path) -> None:
         sent = [b"%s-%d" % (c.encode(), i) * 20 for c in ("none", "gzip") for i in range(50)]
         for topic in ("z", "p"):
             assert [r.value for r in broker.store.read(topic, 0, 0, max_records=1000)] == sent
+        # librdkafka decodes the zstd batches the broker made.
+        c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "g"})
+        c.assign([TopicPartition("z", 0, 0)])
+        read: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(read) < len(sent) and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                read.append(m.value())
+        c.close()
+        assert read == sent
     [segment] = sorted((store_path / "z-0").glob("*.log"))
     dumped = tool(REFERENCE_VERSION, "kafka-dump-log", "--files", str(segment)).stdout
     assert dumped.count("compresscodec: zstd") >= 2, dumped
@@ -199,3 +213,34 @@ def test_a_single_broker_refuses_acks_all_below_min_insync_replicas(tmp_path: Pa
         loose.produce("m", b"y")
         assert loose.flush(30) == 0
         assert [r.value for r in broker.store.read("m", 0, 0)] == [b"y"]
+
+
+def test_the_store_and_the_cli_take_the_same_keys(tmp_path: Path) -> None:
+    """`seglog topics create --config` and `Store.create_topic` take Kafka's keys and
+    refuse with Kafka's messages."""
+    store_path = str(tmp_path / "store")
+    seglog_cli = [sys.executable, "-m", "seglog", "topics"]
+    settings = ["compression.type=lz4", "segment.jitter.ms=60000", "message.format.version=2.8"]
+    made = subprocess.run(
+        [*seglog_cli, "create", "c", "--store", store_path, *(a for s in settings for a in ("--config", s))],
+        capture_output=True,
+        text=True,
+    )
+    assert made.returncode == 0, made.stderr
+    refused = subprocess.run(
+        [*seglog_cli, "create", "d", "--store", store_path, "--config", "preallocate=maybe"],
+        capture_output=True,
+        text=True,
+    )
+    assert refused.returncode != 0
+    assert "Invalid value maybe for configuration preallocate: Expected value to be either true or false" in (
+        refused.stderr
+    )
+    with seglog.open(store_path) as store:
+        config = store.describe("c").config
+        assert (config["compression.type"], config["segment.jitter.ms"]) == ("lz4", "60000")
+        with pytest.raises(seglog.InvalidConfigError, match="Unknown topic config name: nope"):
+            store.create_topic("e", config={"nope": "1"})
+        store.create_topic("f", config={"min.compaction.lag.ms": 5, "max.compaction.lag.ms": 10})
+        with pytest.raises(seglog.InvalidConfigError, match=r"min\.compaction\.lag\.ms \(9\) >"):
+            store.create_topic("g", config={"min.compaction.lag.ms": 9, "max.compaction.lag.ms": 8})

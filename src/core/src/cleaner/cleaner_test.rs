@@ -222,3 +222,36 @@ fn cleaning_through_a_tiny_io_buffer_keeps_the_same_records() {
     assert!(r1.records_out < r1.records_in);
     assert_eq!(all(&big), all(&tiny));
 }
+
+#[test]
+fn compaction_lags_hold_young_records_back_and_clean_old_ones_whatever_the_ratio() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path());
+    for round in 0..30 {
+        for k in 0..5 {
+            put(&log, &format!("k{k}"), Some(&format!("v{round}")));
+        }
+    }
+    let with = |f: &dyn Fn(&mut LogConfig)| {
+        let mut c = (*log.config()).clone();
+        f(&mut c);
+        log.set_config(Arc::new(c));
+    };
+    // Every record (timestamp 1) is younger than a lag of 10 s at 5 s: nothing to clean.
+    with(&|c| c.min_compaction_lag_ms = 10_000);
+    assert!(clean(&log, 0, 5_000, 1 << 20, 1 << 20, false).unwrap().is_none());
+    with(&|c| c.min_compaction_lag_ms = 0);
+    let cleaned_to = clean(&log, 0, 5_000, 1 << 20, 1 << 20, false).unwrap().unwrap().cleaned_to;
+    // More of the same keys: with part of the log clean, a dirty ratio of 1 is never
+    // reached, but records older than max.compaction.lag.ms are cleaned anyway.
+    for round in 30..60 {
+        for k in 0..5 {
+            put(&log, &format!("k{k}"), Some(&format!("v{round}")));
+        }
+    }
+    with(&|c| c.min_cleanable_dirty_ratio = 1.0);
+    assert!(clean(&log, cleaned_to, 5_000, 1 << 20, 1 << 20, false).unwrap().is_none());
+    with(&|c| c.max_compaction_lag_ms = 1_000);
+    let r = clean(&log, cleaned_to, 5_000, 1 << 20, 1 << 20, false).unwrap().unwrap();
+    assert!(r.cleaned_to > cleaned_to, "{r:?}");
+}

@@ -92,7 +92,16 @@ pub fn clean(
     }
     let _m = log.lock_maintenance();
     log.check_open()?;
-    let segs = log.segments();
+    let mut segs = log.segments();
+    // `min.compaction.lag.ms`: a segment with a record newer than the lag, and
+    // every one after it, stays out of reach, as the active one does (Kafka's
+    // first uncleanable offset).
+    if config.min_compaction_lag_ms > 0 {
+        let young = now_ms.saturating_sub(config.min_compaction_lag_ms);
+        if let Some(i) = segs.iter().position(|s| s.max_timestamp() > young) {
+            segs.truncate(i + 1);
+        }
+    }
     let Some((active, inactive)) = segs.split_last() else { return Ok(None) };
     let first_dirty = first_dirty.max(log.log_start_offset());
     // Tombstones whose delete horizon has passed make a log cleanable even
@@ -102,7 +111,22 @@ pub fn clean(
     if inactive.is_empty() || (nothing_dirty && !horizon_due) {
         return Ok(None);
     }
-    if !force && !horizon_due && dirty_ratio(log, first_dirty) < config.min_cleanable_dirty_ratio {
+    // `max.compaction.lag.ms`: a dirty record older than the lag is cleaned
+    // whatever the dirty ratio (Kafka's `maxCompactionDelay`).
+    let first_dirty_segment = inactive
+        .iter()
+        .zip(segs.iter().skip(1))
+        .find(|(_, next)| next.base_offset > first_dirty)
+        .map(|(s, _)| s);
+    let overdue = !nothing_dirty
+        && first_dirty_segment.is_some_and(|s| {
+            s.first_batch_timestamp()
+                .ok()
+                .flatten()
+                .is_some_and(|ts| ts >= 0 && now_ms.saturating_sub(ts) > config.max_compaction_lag_ms)
+        });
+    if !force && !horizon_due && !overdue && dirty_ratio(log, first_dirty) < config.min_cleanable_dirty_ratio
+    {
         return Ok(None);
     }
 

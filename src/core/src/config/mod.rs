@@ -204,8 +204,8 @@ pub enum Check {
 }
 
 /// The keys Kafka takes that change nothing here, with Kafka's default and
-/// check. Compression levels: a recompressing topic uses each codec's
-/// default level. The record format is always v2 (`message.format.version`
+/// check. Compression levels: a recompressing topic uses fixed ones (gzip's
+/// and zstd's defaults, lz4's one fast level). The record format is always v2 (`message.format.version`
 /// is ignored for it by Kafka 3.x too) and nothing is down-converted
 /// (`message.downconversion.enable`: only Fetch v4+, with v2 records, is
 /// served). There is no tiered storage: `remote.storage.enable` is false,
