@@ -296,13 +296,13 @@ def slow_reader(port: int) -> socket.socket:
 
 def describe_configs(correlation_id: int, topic: str, copies: int) -> bytes:
     """DescribeConfigs v1 naming one topic `copies` times, with synonyms: a request of
-    8 bytes a copy whose answer is about 1.4 kB a copy."""
+    8 bytes a copy whose answer is about 2.4 kB a copy (Kafka's 36 topic keys)."""
     resource = struct.pack(">b", 2) + string(topic) + struct.pack(">i", -1)
     return frame(32, 1, correlation_id, struct.pack(">i", copies) + resource * copies + b"\x01")
 
 
 def test_large_responses_nobody_reads_hold_at_most_the_response_memory(tmp_path: Path) -> None:
-    # 50 clients each ask for a 5.6 MB answer with a 32 kB request (more than a
+    # 50 clients each ask for a 5.6 MB answer with a 19 kB request (more than a
     # socket's send buffer takes) and never read it. The broker holds at most
     # queued.max.response.bytes of answers (held whole, they would take 280 MB); the
     # others wait for room holding nothing and are made again once there is some.
@@ -312,7 +312,7 @@ def test_large_responses_nobody_reads_hold_at_most_the_response_memory(tmp_path:
     with seglog.open(path) as store:
         store.create_topic("t", partitions=1)
     cap = 8 << 20
-    request = describe_configs(7, "t", 4000)
+    request = describe_configs(7, "t", 2400)
     with serve(path, "--config", f"queued.max.response.bytes={cap}") as served:
         assert_serves(served.bootstrap)
         with connect(served.port) as s:

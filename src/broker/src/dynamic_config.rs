@@ -17,6 +17,7 @@ use parking_lot::RwLock;
 use serde_json::{json, Value};
 
 use crate::handlers::configs::{Described, Op, TYPE_LONG};
+use crate::replication::znodes::config_from_json;
 
 pub const LEADER_RATE: &str = "leader.replication.throttled.rate";
 pub const FOLLOWER_RATE: &str = "follower.replication.throttled.rate";
@@ -159,20 +160,6 @@ pub fn describe(entities: &Entities, node: Option<i32>) -> Vec<Described> {
         .collect()
 }
 
-/// Kafka's JSON for one entity's configs (`/config/brokers/<entity>`).
-pub fn to_json(config: &BTreeMap<String, String>) -> Vec<u8> {
-    json!({"version": 1, "config": config}).to_string().into_bytes()
-}
-
-/// The configs in Kafka's JSON; what does not parse is no config.
-pub fn from_json(data: &[u8]) -> BTreeMap<String, String> {
-    let v: Value = serde_json::from_slice(data).unwrap_or(Value::Null);
-    v["config"]
-        .as_object()
-        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
-        .unwrap_or_default()
-}
-
 /// A single broker's dynamic configs: every entity in one JSON file of the
 /// store directory, replaced atomically on each change.
 pub struct LocalConfigs {
@@ -195,7 +182,9 @@ impl LocalConfigs {
                 v["entities"]
                     .as_object()
                     .map(|m| {
-                        m.iter().map(|(e, c)| (e.clone(), from_json(c.to_string().as_bytes()))).collect()
+                        m.iter()
+                            .map(|(e, c)| (e.clone(), config_from_json(c.to_string().as_bytes())))
+                            .collect()
                     })
                     .unwrap_or_default()
             }

@@ -166,7 +166,7 @@ impl Replication {
         let version = self
             .write_config(
                 &znodes::topic_config_path(name),
-                &znodes::topic_config_to_json(config),
+                &znodes::config_to_json(config),
                 &format!("topics/{name}"),
             )
             .await?;
@@ -194,7 +194,7 @@ impl Replication {
         entity: &str,
         config: &BTreeMap<String, String>,
     ) -> Result<(), (i16, String)> {
-        let data = crate::dynamic_config::to_json(config);
+        let data = znodes::config_to_json(config);
         self.write_config(&znodes::broker_config_path(entity), &data, &format!("brokers/{entity}")).await?;
         Ok(())
     }
@@ -392,7 +392,7 @@ async fn write_topic(
 ) -> Result<bool, (i16, String)> {
     let persistent = CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
     let path = znodes::topic_config_path(name);
-    let json = znodes::topic_config_to_json(config);
+    let json = znodes::config_to_json(config);
     match client.create(&path, &json, &persistent).await {
         Ok(_) => {}
         Err(ZkError::NodeExists) => {

@@ -125,7 +125,7 @@ pub async fn read(client: &Client) -> Result<ClusterView, ZkError> {
     }
     for entity in children(client, znodes::CONFIG_BROKERS).await? {
         if let Some((d, _)) = data(client, &znodes::broker_config_path(&entity)).await? {
-            view.broker_configs.insert(entity, crate::dynamic_config::from_json(&d));
+            view.broker_configs.insert(entity, znodes::config_from_json(&d));
         }
     }
     view.controller =
@@ -137,7 +137,7 @@ pub async fn read(client: &Client) -> Result<ClusterView, ZkError> {
         let (adding, removing) = znodes::reassignment_from_json(&d);
         let (config, config_version) = data(client, &znodes::topic_config_path(&name))
             .await?
-            .map(|(d, stat)| (znodes::topic_config_from_json(&d), stat.version))
+            .map(|(d, stat)| (znodes::config_from_json(&d), stat.version))
             .unwrap_or((BTreeMap::new(), -1));
         let mut states = Vec::with_capacity(assignment.len());
         for p in 0..assignment.len() as i32 {

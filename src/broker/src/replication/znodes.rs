@@ -247,12 +247,13 @@ pub fn topic_id_from_json(data: &[u8]) -> Option<String> {
     v["topic_id"].as_str().filter(|id| !id.is_empty()).map(str::to_string)
 }
 
-/// `/config/topics/T`.
-pub fn topic_config_to_json(config: &BTreeMap<String, String>) -> Vec<u8> {
+/// An entity's config znode: `/config/topics/T`, `/config/brokers/<entity>`.
+pub fn config_to_json(config: &BTreeMap<String, String>) -> Vec<u8> {
     json!({"version": 1, "config": config}).to_string().into_bytes()
 }
 
-pub fn topic_config_from_json(data: &[u8]) -> BTreeMap<String, String> {
+/// The configs of an entity's config znode; what does not parse is none.
+pub fn config_from_json(data: &[u8]) -> BTreeMap<String, String> {
     let v: Value = serde_json::from_slice(data).unwrap_or(Value::Null);
     v["config"]
         .as_object()

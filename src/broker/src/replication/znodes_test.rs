@@ -49,7 +49,7 @@ fn kafka_json_round_trips() {
 
     let mut c = BTreeMap::new();
     c.insert("min.insync.replicas".to_string(), "2".to_string());
-    assert_eq!(topic_config_from_json(&topic_config_to_json(&c)), c);
+    assert_eq!(config_from_json(&config_to_json(&c)), c);
     assert_eq!(controller_from_json(&controller_to_json(5, 1)), Some(5));
     assert_eq!(cluster_id_from_json(&cluster_id_to_json("abc")), Some("abc".into()));
     assert_eq!(producer_id_block_end(&producer_id_block_to_json(1, 1000, 1999)), Some(1999));

@@ -210,30 +210,37 @@ fn a_run_that_fails_part_way_leaves_nothing_and_the_log_goes_on() {
     assert_eq!(got[800], (800, big[99].to_string()));
 }
 
-#[test]
-fn a_topic_codec_recompresses_what_clients_send() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = LogConfig { compression_type: Some(Compression::Zstd), ..LogConfig::default() };
-    let log = open(dir.path(), config);
-    let now = now_ms();
-    let header: &[(&[u8], Option<&[u8]>)] = &[(b"h", Some(b"x"))];
-    // An idempotent client's gzip batch, then an uncompressed one, in one append.
-    let mut gzip = BatchBuilder::new(Compression::Gzip).producer(crate::record::ProducerInfo {
+/// Producer 7's first batch (epoch 2), gzip: records a, b, c keyed `k`, one header.
+fn idempotent_gzip(now: i64) -> Vec<u8> {
+    let mut b = BatchBuilder::new(Compression::Gzip).producer(crate::record::ProducerInfo {
         producer_id: 7,
         producer_epoch: 2,
         base_sequence: 0,
         transactional: false,
         control: false,
     });
+    let header: &[(&[u8], Option<&[u8]>)] = &[(b"h", Some(b"x"))];
     for (i, v) in ["a", "b", "c"].iter().enumerate() {
-        gzip.append(&NewRecord {
+        let record = NewRecord {
             timestamp: now + i as i64,
             key: Some(b"k"),
             value: Some(v.as_bytes()),
             headers: header,
-        });
+        };
+        b.append(&record);
     }
-    let mut buf = gzip.build().unwrap();
+    b.build().unwrap()
+}
+
+#[test]
+fn a_topic_codec_recompresses_what_clients_send() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig { compression_type: Some(Compression::Zstd), ..LogConfig::default() };
+    let log = open(dir.path(), config);
+    let now = now_ms();
+    // An idempotent client's gzip batch, then an uncompressed one, in one append.
+    let gzip = idempotent_gzip(now);
+    let mut buf = gzip.clone();
     buf.extend(batch(&["d"], now));
     log.append_as_leader(buf, AppendOrigin::Client).unwrap();
     assert_eq!(values(&log).into_iter().map(|(_, v)| v).collect::<Vec<_>>(), ["a", "b", "c", "d"]);
@@ -252,22 +259,7 @@ fn a_topic_codec_recompresses_what_clients_send() {
     assert_eq!(records[2].headers, vec![(&b"h"[..], Some(&b"x"[..]))]);
     assert_eq!(first.base_timestamp() + records[2].timestamp_delta, now + 2);
     // A retry of the idempotent batch is still known as one.
-    let mut again = BatchBuilder::new(Compression::Gzip).producer(crate::record::ProducerInfo {
-        producer_id: 7,
-        producer_epoch: 2,
-        base_sequence: 0,
-        transactional: false,
-        control: false,
-    });
-    for (i, v) in ["a", "b", "c"].iter().enumerate() {
-        again.append(&NewRecord {
-            timestamp: now + i as i64,
-            key: Some(b"k"),
-            value: Some(v.as_bytes()),
-            headers: header,
-        });
-    }
-    assert!(log.append_as_leader(again.build().unwrap(), AppendOrigin::Client).unwrap().duplicate);
+    assert!(log.append_as_leader(gzip, AppendOrigin::Client).unwrap().duplicate);
 }
 
 #[test]
