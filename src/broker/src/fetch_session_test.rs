@@ -17,6 +17,7 @@ fn answer(parts: &[(&str, i32, i64)]) -> Vec<TopicData> {
             log_start_offset: 0,
             records: None,
             preferred_read_replica: -1,
+            throttled: false,
             held_back: false,
         };
         match topics.iter_mut().find(|x| x.name == t) {

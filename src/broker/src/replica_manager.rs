@@ -79,8 +79,12 @@ pub struct PartitionData {
     pub records: Option<FileSlice>,
     /// KIP-392: the replica the consumer should fetch from instead (-1: here).
     pub preferred_read_replica: i32,
-    /// Records held back from a follower outside the ISR: the partition is
-    /// throttled here and `leader.replication.throttled.rate` is exceeded.
+    /// For a follower: the partition is one this leader throttles
+    /// (`leader.replication.throttled.replicas`), so what it sends counts
+    /// against `leader.replication.throttled.rate` ...
+    pub throttled: bool,
+    /// ... and its records were held back: the follower is outside the ISR
+    /// and the rate is exceeded.
     pub held_back: bool,
 }
 
@@ -256,21 +260,26 @@ impl ReplicaManager {
                 log_start_offset: -1,
                 records: None,
                 preferred_read_replica: -1,
+                throttled: false,
                 held_back: false,
             };
             match self.readable_log(&w.topic, w.partition, w.current_epoch, reader) {
                 Err(code) => data.error_code = code,
                 Ok(log) => {
-                    let (follower, held_back) = match &self.replication {
+                    let follower = match &self.replication {
                         Some(r) if reader.replica_id >= 0 => {
                             match r.follower_fetched(&log, reader.replica_id, w.offset) {
-                                Some(in_sync) => (true, !in_sync && r.leader_throttles(&log)),
-                                None => (false, false),
+                                Some(in_sync) => {
+                                    data.throttled = r.leader_throttled(&log);
+                                    data.held_back = data.throttled && !in_sync && r.leader_over_rate();
+                                    true
+                                }
+                                None => false,
                             }
                         }
-                        _ => (false, false),
+                        _ => false,
                     };
-                    data.held_back = held_back;
+                    let held_back = data.held_back;
                     let hw = log.high_watermark();
                     let limit = if follower { log.log_end_offset() } else { hw };
                     data.high_watermark = hw;

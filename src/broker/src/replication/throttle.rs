@@ -44,27 +44,27 @@ impl ReplicationQuotas {
 }
 
 impl Replication {
-    /// Whether, as `log`'s leader, this broker holds back its records from a
-    /// follower outside the ISR now.
-    pub fn leader_throttles(&self, log: &PartitionLog) -> bool {
+    /// Whether, as `log`'s leader, this broker throttles what it sends the
+    /// followers of `log`.
+    pub fn leader_throttled(&self, log: &PartitionLog) -> bool {
         log.config().leader_replication_throttled_replicas.covers(log.partition(), self.node_id)
-            && self.quotas.leader.exceeded()
+    }
+
+    /// Whether the leader's rate is over its bound now.
+    pub fn leader_over_rate(&self) -> bool {
+        self.quotas.leader.exceeded()
     }
 
     /// After a follower's fetch was answered: its throttled replicas' bytes
     /// count against the leader's rate.
     pub fn leader_answered(&self, topics: &[TopicData]) {
         let mut bytes = 0u64;
-        for t in topics {
-            for p in &t.partitions {
-                if p.held_back {
-                    self.metrics.leader_held_back.inc();
-                }
-                let Some(records) = &p.records else { continue };
-                let Ok(log) = self.store.partition(&t.name, p.partition) else { continue };
-                if log.config().leader_replication_throttled_replicas.covers(p.partition, self.node_id) {
-                    bytes += records.length;
-                }
+        for p in topics.iter().flat_map(|t| &t.partitions) {
+            if p.held_back {
+                self.metrics.leader_held_back.inc();
+            }
+            if let Some(records) = p.records.as_ref().filter(|_| p.throttled) {
+                bytes += records.length;
             }
         }
         if bytes > 0 {

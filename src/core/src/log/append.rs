@@ -178,7 +178,7 @@ impl PartitionLog {
     }
 
     /// `buf`'s batches with their records in `target`: a batch in another
-    /// codec is validated (its errors are the client's own) and built again
+    /// codec is validated first (its errors are the client's own) and built again
     /// with the same producer fields, offset deltas and timestamps; one in
     /// `target` already is kept as it is.
     fn recompressed(&self, buf: Vec<u8>, target: Compression) -> Result<Vec<u8>> {
@@ -188,29 +188,35 @@ impl PartitionLog {
         let mut pos = 0;
         let mut out: Option<Vec<u8>> = None;
         while pos < buf.len() {
-            let (b, _) = rules.validate_client_batch(&buf[pos..], now)?;
-            let size = b.size();
-            if b.compression()? == target {
-                if let Some(out) = out.as_mut() {
-                    out.extend_from_slice(&buf[pos..pos + size]);
+            // A batch in `target` already is left to `append_buffers` to check,
+            // once; only one to rebuild is decoded here.
+            // (A header that does not parse gets the validator's answer below.)
+            if let Ok(header) = RecordBatch::parse_header(&buf[pos..]) {
+                if header.compression().ok() == Some(target) {
+                    let size = header.size();
+                    if let Some(out) = out.as_mut() {
+                        out.extend_from_slice(&buf[pos..pos + size]);
+                    }
+                    pos += size;
+                    continue;
                 }
-            } else {
-                let out = out.get_or_insert_with(|| buf[..pos].to_vec());
-                let payload = b.records_payload()?;
-                let base = b.base_timestamp();
-                let mut again = BatchBuilder::rewrite_of(&b, None)?.compression(target);
-                for r in b.records(&payload)? {
-                    let record = NewRecord {
-                        timestamp: base.saturating_add(r.timestamp_delta),
-                        key: r.key,
-                        value: r.value,
-                        headers: &r.headers,
-                    };
-                    again.append_at(r.offset_delta, &record);
-                }
-                out.extend_from_slice(&again.build()?);
             }
-            pos += size;
+            let (b, _) = rules.validate_client_batch(&buf[pos..], now)?;
+            let out = out.get_or_insert_with(|| buf[..pos].to_vec());
+            let payload = b.records_payload()?;
+            let base = b.base_timestamp();
+            let mut again = BatchBuilder::rewrite_of(&b, None)?.compression(target);
+            for r in b.records(&payload)? {
+                let record = NewRecord {
+                    timestamp: base.saturating_add(r.timestamp_delta),
+                    key: r.key,
+                    value: r.value,
+                    headers: &r.headers,
+                };
+                again.append_at(r.offset_delta, &record);
+            }
+            out.extend_from_slice(&again.build()?);
+            pos += b.size();
         }
         Ok(out.unwrap_or(buf))
     }
