@@ -84,6 +84,10 @@ pub struct Replication {
     fetchers: Mutex<HashSet<i32>>,
     /// In a controlled shutdown: follows nothing (see `shutdown`).
     leaving: AtomicBool,
+    /// The view may be behind ZooKeeper: a conditional write was refused for
+    /// a newer version, or a read failed. The next tick reads it all again
+    /// rather than wait for a watch event that may not come.
+    stale: AtomicBool,
     /// Per topic, the newest config znode version applied to the local topic
     /// (by a view, or by this broker's own config change): held while
     /// applying, so an older view never undoes a newer config.
@@ -134,6 +138,7 @@ impl Replication {
             producer_ids: tokio::sync::Mutex::new((0, 0)),
             fetchers: Mutex::new(HashSet::new()),
             leaving: AtomicBool::new(false),
+            stale: AtomicBool::new(false),
             config_versions: Mutex::new(HashMap::new()),
             stopping,
             // A new cluster's id is new, as Kafka's first broker makes it,
@@ -380,9 +385,19 @@ impl Replication {
                             return "session expired".into();
                         }
                         log("warn", "zookeeper_read_failed", &[("error", &e)]);
+                        self.stale.store(true, std::sync::atomic::Ordering::Release);
                     }
                 }
                 _ = tick.tick() => {
+                    if self.stale.swap(false, std::sync::atomic::Ordering::AcqRel) {
+                        if let Err(e) = self.refresh(&session.client).await {
+                            if matches!(e, ZkError::SessionExpired) {
+                                return "session expired".into();
+                            }
+                            log("warn", "zookeeper_read_failed", &[("error", &e)]);
+                            self.stale.store(true, std::sync::atomic::Ordering::Release);
+                        }
+                    }
                     self.shrink_isrs(&session.client).await;
                     self.count_partitions();
                     let interval = Duration::from_secs(self.config.leader_imbalance_check_interval_seconds);

@@ -803,6 +803,9 @@ impl Replication {
                     &[("topic", &key.0), ("partition", &key.1), ("why", &why)],
                 );
                 self.clear_pending(&key, epoch);
+                // The state moved on without this broker seeing it: read it again
+                // (as Kafka's leader does) instead of retrying on a stale version.
+                self.stale.store(true, std::sync::atomic::Ordering::Release);
             }
             Err(e) => {
                 note("warn", "isr_change_failed", &[("topic", &key.0), ("partition", &key.1), ("error", &e)]);
