@@ -257,6 +257,20 @@ def api_versions(port: int, version: int = 0) -> tuple[int, dict[int, tuple[int,
         return parse_api_versions_v0(body)
 
 
+def init_producer_ids(port: int, n: int = 1) -> list[tuple[int, int, int]]:
+    """(error code, producer id, epoch) of each of `n` InitProducerId v0 requests for an
+    idempotent producer, asked one after another on one connection."""
+    answers = []
+    with connect(port) as s:
+        for corr in range(n):
+            s.sendall(frame(22, 0, corr, string(None) + struct.pack(">i", 60000)))
+            got, body = recv_response(s)
+            assert got == corr
+            _throttle, error, pid, epoch = struct.unpack(">ihqh", body)
+            answers.append((error, pid, epoch))
+    return answers
+
+
 def produce_request_v3(topic: str, partition: int, records: bytes, acks: int = -1) -> bytes:
     body = string(None) + struct.pack(">hi", acks, 10000)
     body += struct.pack(">i", 1) + string(topic) + struct.pack(">i", 1)

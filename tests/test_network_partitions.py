@@ -17,7 +17,15 @@ from typing import TypeVar
 
 import pytest
 
-from broker_helpers import connect, frame, parse_produce_v3, produce_request_v3, record_batch, recv_response
+from broker_helpers import (
+    connect,
+    frame,
+    init_producer_ids,
+    parse_produce_v3,
+    produce_request_v3,
+    record_batch,
+    recv_response,
+)
 from cluster_helpers import (
     NOT_LEADER_OR_FOLLOWER,
     BackgroundConsumer,
@@ -162,6 +170,15 @@ def test_a_broker_cut_off_from_zookeeper_keeps_its_metadata_and_takes_no_writes(
     assert [(t, p, code) for t, p, code, _, _ in parse_produce_v3(body)] == [
         (TOPIC, 0, NOT_LEADER_OR_FOLLOWER)
     ]
+    # An idempotent producer asking it for a producer id gets one, from the block it took
+    # when its session began; ZooKeeper handed that block to no other broker.
+    [(error, pid, epoch)] = init_producer_ids(host_port(address)[1])
+    assert (error, epoch) == (0, 0) and pid >= 0, (error, pid, epoch)
+    other = next(n for n in BROKERS if n != cut)
+    other_address = cluster.address(other)
+    assert other_address is not None
+    [(error, other_pid, _)] = init_producer_ids(host_port(other_address)[1])
+    assert error == 0 and other_pid // 1000 != pid // 1000, (pid, other_pid)
 
     # Clients of the whole cluster go on: every send is acknowledged by the new leaders.
     p = producer(cluster.bootstrap_servers, enable_idempotence=True, message_timeout_ms=60000)

@@ -25,6 +25,7 @@ from broker_helpers import (
     env,
     fetch_request_v4,
     frame,
+    init_producer_ids,
     parse_fetch_v4,
     parse_produce_v3,
     produce_all,
@@ -760,6 +761,28 @@ def test_group_offsets_survive_a_kill_of_each_coordinator(
         cluster.start(broker)
         zk.wait_until_isr("__consumer_offsets", range(n_offsets), BROKERS, timeout=60)
         zk.wait_until_isr(TOPIC, parts, BROKERS, timeout=60)
+
+
+def test_producer_ids_are_unique_across_the_cluster(
+    local_cluster: MakeCluster, zk_of: Callable[[LocalCluster], Zk]
+) -> None:
+    """Every broker hands out producer ids from blocks of 1000 that ZooKeeper gives to one
+    broker only: 1500 asked of each broker in turns (each crossing into a second block,
+    taken ahead of need) are 4500 distinct ids, none beyond the last block taken."""
+    cluster, zk = up(local_cluster, zk_of)
+    ports = {n: host_port(str(cluster.address(n)))[1] for n in BROKERS}
+    ids: dict[int, list[int]] = {n: [] for n in BROKERS}
+    for _ in range(3):
+        for n, port in ports.items():
+            answers = init_producer_ids(port, 500)
+            assert {(error, epoch) for error, _, epoch in answers} == {(0, 0)}, answers[:3]
+            ids[n] += [pid for _, pid, _ in answers]
+    everything = [pid for n in BROKERS for pid in ids[n]]
+    assert len(set(everything)) == len(everything) == 4500
+    blocks = {n: {pid // 1000 for pid in ids[n]} for n in BROKERS}
+    assert all(len(b) == 2 for b in blocks.values()), blocks
+    assert len(set().union(*blocks.values())) == 6, f"no block is shared by two brokers: {blocks}"
+    assert max(everything) <= int(zk.json("/latest_producer_id_block")["block_end"])
 
 
 # ---------------------------------------------------------------- topic administration on a cluster

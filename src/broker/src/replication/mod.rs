@@ -28,6 +28,7 @@ mod elections;
 mod fetcher;
 mod partition;
 pub mod placement;
+mod producer_ids;
 mod reassignment;
 pub mod shutdown;
 mod throttle;
@@ -58,9 +59,6 @@ use crate::logline::log;
 use crate::metrics::Metrics;
 use crate::purgatory::Purgatory;
 
-/// How many producer ids a broker takes from ZooKeeper at a time (Kafka's block).
-const PRODUCER_ID_BLOCK: i64 = 1000;
-
 pub struct Replication {
     node_id: i32,
     config: BrokerConfig,
@@ -79,8 +77,10 @@ pub struct Replication {
     purgatory: Arc<Purgatory>,
     controller: tokio::sync::Mutex<Option<ControllerState>>,
     last_rebalance: Mutex<Instant>,
-    /// Producer ids: the next one and the end (exclusive) of this broker's block.
-    producer_ids: tokio::sync::Mutex<(i64, i64)>,
+    /// The block of producer ids this broker hands out from (see `producer_ids`).
+    producer_ids: tokio::sync::Mutex<producer_ids::ProducerIds>,
+    /// A block is being taken ahead of need.
+    taking_producer_ids: AtomicBool,
     fetchers: Mutex<HashSet<i32>>,
     /// In a controlled shutdown: follows nothing (see `shutdown`).
     leaving: AtomicBool,
@@ -135,7 +135,8 @@ impl Replication {
             purgatory,
             controller: tokio::sync::Mutex::new(None),
             last_rebalance: Mutex::new(Instant::now()),
-            producer_ids: tokio::sync::Mutex::new((0, 0)),
+            producer_ids: tokio::sync::Mutex::new(Default::default()),
+            taking_producer_ids: AtomicBool::new(false),
             fetchers: Mutex::new(HashSet::new()),
             leaving: AtomicBool::new(false),
             stale: AtomicBool::new(false),
@@ -291,6 +292,7 @@ impl Replication {
             .map_err(|e| zk_err("watching /", e))?;
         self.register(&client, deadline).await?;
         *self.client.lock() = Some(client.clone());
+        self.ensure_producer_ids().await;
         let session = Session { client, watcher };
         self.refresh(&session.client).await.map_err(|e| zk_err("reading the cluster", e))?;
         Ok(session)
@@ -495,45 +497,6 @@ impl Replication {
             let _ = client.delete(znodes::CONTROLLER, None).await;
         }
         *self.client.lock() = None;
-    }
-
-    /// A producer id no broker of the cluster handed out before, from blocks
-    /// taken from `/latest_producer_id_block` by conditional writes.
-    pub async fn allocate_producer_id(&self) -> Result<i64, (i16, String)> {
-        use kafka_protocol::ResponseError as E;
-        let mut ids = self.producer_ids.lock().await;
-        if ids.0 >= ids.1 {
-            let client = self
-                .client()
-                .ok_or((E::CoordinatorNotAvailable.code(), "not connected to ZooKeeper".to_string()))?;
-            let persistent = CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
-            loop {
-                let (start, version) = match client.get_data(znodes::PRODUCER_ID_BLOCK).await {
-                    Ok((d, stat)) => {
-                        (znodes::producer_id_block_end(&d).map_or(0, |e| e + 1), Some(stat.version))
-                    }
-                    Err(ZkError::NoNode) => (0, None),
-                    Err(e) => return Err(refusal(e)),
-                };
-                let end = start + PRODUCER_ID_BLOCK;
-                let data = znodes::producer_id_block_to_json(self.node_id, start, end - 1);
-                let written = match version {
-                    Some(v) => client.set_data(znodes::PRODUCER_ID_BLOCK, &data, Some(v)).await.map(|_| ()),
-                    None => client.create(znodes::PRODUCER_ID_BLOCK, &data, &persistent).await.map(|_| ()),
-                };
-                match written {
-                    Ok(()) => {
-                        *ids = (start, end);
-                        break;
-                    }
-                    Err(ZkError::BadVersion | ZkError::NodeExists) => continue,
-                    Err(e) => return Err(refusal(e)),
-                }
-            }
-        }
-        let id = ids.0;
-        ids.0 += 1;
-        Ok(id)
     }
 }
 
