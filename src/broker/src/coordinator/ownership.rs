@@ -4,8 +4,8 @@
 //! whose partition of `__consumer_offsets` it leads, as Kafka's
 //! GroupMetadataManager does: when it becomes a partition's leader it loads
 //! that partition's groups and offsets (answering COORDINATOR_LOAD_IN_PROGRESS
-//! meanwhile, and already while ZooKeeper names it leader before it has
-//! taken the partition up), and when it stops leading it, it drops them (members waiting
+//! meanwhile, and already while ZooKeeper names it leader, or its view has
+//! not read the partition's state yet, before it has taken the partition up), and when it stops leading it, it drops them (members waiting
 //! on a join or a sync are told NOT_COORDINATOR). Every other group gets
 //! NOT_COORDINATOR, which sends clients back to FindCoordinator. A cluster
 //! member's writes are appended as the partition's leader and answered once
@@ -79,17 +79,18 @@ impl Coordinator {
         }
     }
 
-    /// Whether ZooKeeper already names this broker the leader of `group`'s
-    /// partition though it has not taken the partition up yet: any broker's
-    /// FindCoordinator may answer from the znodes a moment before this one
-    /// applied them (or made the topic's local copy), and a client sent here
-    /// then should wait for the load, not look for another coordinator.
+    /// Whether this broker may be `group`'s coordinator though it has not
+    /// taken its partition up: ZooKeeper already names it the leader, or its
+    /// view has not yet read the partition's state (or the topic) at all.
+    /// Any broker's FindCoordinator answers from its own view, which can be a
+    /// moment ahead of this one's; a client sent here then should wait for
+    /// the load, not look for another coordinator.
     fn about_to_lead(&self, group: &str) -> bool {
         let Some(r) = self.replication.get() else { return false };
         let view = r.view();
-        let Some(topic) = view.topics.get(OFFSETS_TOPIC) else { return false };
+        let Some(topic) = view.topics.get(OFFSETS_TOPIC) else { return true };
         let p = offsets_partition(group, topic.assignment.len() as i32);
-        view.state(OFFSETS_TOPIC, p).is_some_and(|s| s.state.leader == r.node_id())
+        view.state(OFFSETS_TOPIC, p).is_none_or(|s| s.state.leader == r.node_id())
     }
 
     /// The partition of `__consumer_offsets` that holds `group`, if the store has the topic.
