@@ -14,7 +14,9 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from confluent_kafka import Producer
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewPartitions
 
 import seglog
 from broker_helpers import (
@@ -347,3 +349,182 @@ def test_large_responses_nobody_reads_hold_at_most_the_response_memory(tmp_path:
             s.sendall(request)
             assert recv_response(s) == (7, answer)
         alive(served)
+
+
+# ---------------------------------------------------------------- connection and creation limits
+
+
+def api_versions_answered(s: socket.socket, correlation_id: int, timeout: float = 10) -> bool:
+    """Sends ApiVersions v0 and says whether its answer comes within `timeout`."""
+    s.sendall(frame(18, 0, correlation_id, b""))
+    s.settimeout(timeout)
+    try:
+        return recv_response(s)[0] == correlation_id
+    except TimeoutError:
+        return False
+
+
+def test_an_address_over_max_connections_per_ip_is_closed_at_once(tmp_path: Path) -> None:
+    with serve(tmp_path / "store", "--config", "max.connections.per.ip=3") as served:
+        held = [connect(served.port) for _ in range(3)]
+        try:
+            assert all(api_versions_answered(s, i) for i, s in enumerate(held))
+            with connect(served.port) as extra:
+                assert closed_by_peer(extra), "a fourth connection from 127.0.0.1 is closed"
+            assert metric(served, "seglog_connections_rejected_total") == 1
+            held.pop().close()
+            wait_until("the closed connection given back", lambda: metric(served, "seglog_connections") == 2)
+            with connect(served.port) as again:
+                assert api_versions_answered(again, 9), "a place freed is taken again"
+        finally:
+            for s in held:
+                s.close()
+        alive(served)
+
+
+def test_at_max_connections_accepting_waits_until_one_closes(tmp_path: Path) -> None:
+    with serve(tmp_path / "store", "--config", "max.connections=3") as served:
+        held = [connect(served.port) for _ in range(3)]
+        try:
+            assert all(api_versions_answered(s, i) for i, s in enumerate(held))
+            # The kernel completes the fourth handshake; the broker does not accept it.
+            waiting = connect(served.port)
+            wait_until("accepting stopped", lambda: metric(served, "seglog_connection_slot_waits_total") >= 1)
+            assert not api_versions_answered(waiting, 7, timeout=0.5), "not served while all slots are taken"
+            held.pop().close()
+            waiting.settimeout(10)
+            assert recv_response(waiting)[0] == 7, "accepted and answered once a connection closed"
+            waiting.close()
+        finally:
+            for s in held:
+                s.close()
+        alive(served)
+
+
+def create_topics_request(correlation_id: int, topics: list[tuple[str, int]], validate_only: bool) -> bytes:
+    """CreateTopics v2: each topic with a partition count, replication factor -1."""
+    body = struct.pack(">i", len(topics))
+    for name, partitions in topics:
+        body += string(name) + struct.pack(">ihii", partitions, -1, 0, 0)
+    body += struct.pack(">i?", 30000, validate_only)
+    return frame(19, 2, correlation_id, body)
+
+
+def parse_create_topics_v2(body: bytes) -> dict[str, tuple[int, str | None]]:
+    (count,) = struct.unpack_from(">i", body, 4)  # after throttle_time_ms
+    pos, answers = 8, {}
+    for _ in range(count):
+        (n,) = struct.unpack_from(">h", body, pos)
+        name = body[pos + 2 : pos + 2 + n].decode()
+        pos += 2 + n
+        code, m = struct.unpack_from(">hh", body, pos)
+        pos += 4
+        message = None if m < 0 else body[pos : pos + m].decode()
+        pos += max(m, 0)
+        answers[name] = (code, message)
+    return answers
+
+
+def create_topics(port: int, topics: list[tuple[str, int]], validate_only: bool = False) -> dict:
+    with connect(port, timeout=120) as s:
+        s.sendall(create_topics_request(3, topics, validate_only))
+        corr, body = recv_response(s)
+        assert corr == 3
+        return parse_create_topics_v2(body)
+
+
+def metadata_v1(port: int, names: list[str]) -> None:
+    """Metadata v1 naming `names` (a version that always asks to create them); the answer
+    is read and dropped."""
+    body = struct.pack(">i", len(names)) + b"".join(string(n) for n in names)
+    with connect(port, timeout=300) as s:
+        s.sendall(frame(3, 1, 5, body))
+        assert recv_response(s)[0] == 5
+
+
+POLICY_VIOLATION = 44
+TOO_MANY = "Excessively large number of partitions per request."
+
+
+def test_one_request_creates_at_most_ten_thousand_partitions(tmp_path: Path) -> None:
+    """Kafka 4's bound on what one request may create, all its topics together: over it,
+    every topic of the request is refused with POLICY_VIOLATION and nothing is made."""
+    path = tmp_path / "store"
+    with serve(path) as served:
+        over = create_topics(served.port, [("a", 4000), ("b", 4000), ("c", 2001)], validate_only=True)
+        assert over == {t: (POLICY_VIOLATION, TOO_MANY) for t in "abc"}
+        at = create_topics(served.port, [("a", 4000), ("b", 4000), ("c", 2000)], validate_only=True)
+        assert at == {t: (0, None) for t in "abc"}
+        assert create_topics(served.port, [("huge", 100_000)]) == {"huge": (POLICY_VIOLATION, TOO_MANY)}
+        # CreatePartitions counts what each topic adds, in order: the topic past the bound
+        # is refused, the one before it is not.
+        assert create_topics(served.port, [("grow-a", 1), ("grow-b", 1)]) == {
+            "grow-a": (0, None),
+            "grow-b": (0, None),
+        }
+        admin = AdminClient({"bootstrap.servers": served.bootstrap})
+        grown = admin.create_partitions(
+            [NewPartitions("grow-a", 6000), NewPartitions("grow-b", 6000)], validate_only=True
+        )
+        grown["grow-a"].result(30)
+        with pytest.raises(KafkaException) as refused:
+            grown["grow-b"].result(30)
+        assert refused.value.args[0].code() == KafkaError.POLICY_VIOLATION, refused.value
+        assert refused.value.args[0].str() == TOO_MANY
+        # Metadata's auto-creation counts the same way: 10,001 new names make nothing.
+        metadata_v1(served.port, [f"auto-{i}" for i in range(10_001)])
+        metadata_v1(served.port, ["auto-a", "auto-b"])
+        alive(served)
+    with seglog.open(path) as store:
+        assert sorted(store.topics()) == ["auto-a", "auto-b", "grow-a", "grow-b"]
+        assert [store.partition_count(t) for t in ("grow-a", "grow-b")] == [1, 1]
+
+
+def descriptor_limit(served: Served) -> int:
+    """The broker's soft limit on open files, from /proc."""
+    for line in Path(f"/proc/{served.proc.pid}/limits").read_text().splitlines():
+        if line.startswith("Max open files"):
+            return int(line.split()[3])
+    raise AssertionError("no Max open files")
+
+
+def test_a_flood_of_connections_and_creations_leaves_the_broker_serving(tmp_path: Path) -> None:
+    """2,000 connections, each with requests pipelined and never read; a Metadata request
+    naming 10,000 new topics; CreateTopics asking for 100,000 partitions, in one topic and
+    over ten. The broker stays up within its descriptors and memory, and a well-behaved
+    client is served throughout."""
+    path = tmp_path / "store"
+    with serve(path) as served:
+        assert_serves(served.bootstrap)
+        fds = baseline_fds(served)
+        rss = served.rss_kib()
+        socks = []
+        try:
+            pipelined = b"".join(frame(3, 1, i, struct.pack(">i", -1)) for i in range(20))
+            for _ in range(2000):
+                s = connect(served.port)
+                s.sendall(pipelined)
+                socks.append(s)
+            wait_until("2,000 connections open", lambda: metric(served, "seglog_connections") >= 2000, 60)
+            metadata_v1(served.port, [f"flood-{i}" for i in range(10_000)])
+            one = create_topics(served.port, [("huge", 100_000)])
+            assert one == {"huge": (POLICY_VIOLATION, TOO_MANY)}, one
+            ten = create_topics(served.port, [(f"big-{i}", 10_000) for i in range(10)])
+            assert {code for code, _ in ten.values()} == {POLICY_VIOLATION}, ten
+            assert_serves(served.bootstrap)
+            open_now = open_fds(served)
+            print(f"descriptors {open_now} (baseline {fds}), RSS grew {served.rss_kib() - rss} KiB")
+            # Each connection and each new partition's open segment take one descriptor.
+            assert open_now <= fds + 2000 + 10_000 + 50, open_now
+            assert open_now < descriptor_limit(served)
+            assert served.rss_kib() - rss < 512 * 1024, "RSS within half a GiB of its baseline"
+        finally:
+            for s in socks:
+                reset(s)
+        wait_until("the connections gone", lambda: metric(served, "seglog_connections") == 0, 60)
+        assert_serves(served.bootstrap)
+        alive(served)
+    with seglog.open(path) as store:
+        made = store.topics()
+        assert sum(1 for t in made if t.startswith("flood-")) == 10_000
+        assert not [t for t in made if t.startswith(("huge", "big-"))]

@@ -210,7 +210,9 @@ def test_an_idle_connection_is_closed_after_connections_max_idle_ms(store: seglo
             assert closed_by_peer(idle, timeout=10)
             busy.sendall(frame(18, 0, 99, b""))
             assert recv_response(busy)[0] == 99
-        assert broker.stats()["connection_errors"] == 0, "an idle close is not an error"
+        stats = broker.stats()
+        assert stats["connection_errors"] == 0, "an idle close is not an error"
+        assert stats["connections_idle_closed"] == 1
 
 
 @pytest.mark.parametrize("sendfile", ["true", "false"])

@@ -194,6 +194,8 @@ class Broker:
     def stats(self) -> dict[str, int]:
         """Counters: ``bytes_in``, ``messages_in``, ``bytes_out``, ``fetch_sendfile_bytes``,
         ``fetch_copied_bytes``, ``connections``, ``connections_created``, ``connection_errors``,
+        ``connections_rejected`` (over ``max.connections.per.ip``), ``connection_slot_waits``
+        (accepting stopped at ``max.connections``),
         ``connection_write_timeouts``, ``requests_cancelled``, ``queued_request_bytes``,
         ``purgatory_parked``, ``purgatory_wakeups``, per-API request counts and, for a
         cluster member, ISR and leadership counts."""

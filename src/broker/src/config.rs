@@ -106,6 +106,15 @@ pub struct BrokerConfig {
     /// replication throttles measure a rate.
     pub replication_quota_window_num: usize,
     pub replication_quota_window_size_seconds: u64,
+    /// `max.connections`: open connections in all; while they are all
+    /// taken, new ones wait to be accepted. `None`: three quarters of the
+    /// process's file descriptors (see `connection_quotas`).
+    pub max_connections: Option<usize>,
+    /// `max.connections.per.ip`: open connections from one address; one
+    /// more is closed as soon as it is accepted.
+    pub max_connections_per_ip: usize,
+    /// `max.connections.per.ip.overrides`: `host:n` pairs, each host's own limit.
+    pub max_connections_per_ip_overrides: Vec<(String, usize)>,
     /// Store and topic keys, for a broker that opens its store itself.
     pub store: BTreeMap<String, String>,
 }
@@ -150,6 +159,9 @@ impl Default for BrokerConfig {
             max_incremental_fetch_session_cache_slots: 1000,
             replication_quota_window_num: 11,
             replication_quota_window_size_seconds: 1,
+            max_connections: None,
+            max_connections_per_ip: i32::MAX as usize,
+            max_connections_per_ip_overrides: Vec::new(),
             store: BTreeMap::new(),
         }
     }
@@ -207,6 +219,9 @@ pub const BROKER_KEYS: &[&str] = &[
     "max.incremental.fetch.session.cache.slots",
     "replication.quota.window.num",
     "replication.quota.window.size.seconds",
+    "max.connections",
+    "max.connections.per.ip",
+    "max.connections.per.ip.overrides",
 ];
 
 fn int(key: &str, value: &str, min: i64, max: i64) -> Result<i64> {
@@ -345,6 +360,13 @@ impl BrokerConfig {
                 "replication.quota.window.size.seconds" => {
                     c.replication_quota_window_size_seconds = int(key, value, 1, i32::MAX.into())? as u64
                 }
+                "max.connections" => c.max_connections = Some(int(key, value, 0, i32::MAX.into())? as usize),
+                "max.connections.per.ip" => {
+                    c.max_connections_per_ip = int(key, value, 0, i32::MAX.into())? as usize
+                }
+                "max.connections.per.ip.overrides" => {
+                    c.max_connections_per_ip_overrides = parse_ip_overrides(key, value)?
+                }
                 "replica.selector.class" => {
                     c.rack_aware_reads = match value.trim() {
                         "" | LEADER_SELECTOR => false,
@@ -371,6 +393,12 @@ impl BrokerConfig {
                 )));
             }
         }
+        if c.max_connections_per_ip == 0 && c.max_connections_per_ip_overrides.is_empty() {
+            return Err(Error::InvalidConfig(
+                "max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides is set"
+                    .into(),
+            ));
+        }
         if c.group_min_session_timeout_ms > c.group_max_session_timeout_ms {
             return Err(Error::InvalidConfig(format!(
                 "group.min.session.timeout.ms ({}) is above group.max.session.timeout.ms ({})",
@@ -379,6 +407,25 @@ impl BrokerConfig {
         }
         Ok(c)
     }
+}
+
+/// `host:n[,host:n...]`: each host's limit (an IP address or a name).
+fn parse_ip_overrides(key: &str, value: &str) -> Result<Vec<(String, usize)>> {
+    let mut overrides = Vec::new();
+    for pair in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match pair.rsplit_once(':') {
+            Some((host, n)) if !host.trim().is_empty() => {
+                let n = int(key, n, 0, i32::MAX.into())? as usize;
+                overrides.push((host.trim().trim_matches(['[', ']']).to_string(), n));
+            }
+            _ => {
+                return Err(Error::InvalidConfig(format!(
+                    "{key}: expected HOST:COUNT[,HOST:COUNT...], got {value:?}"
+                )))
+            }
+        }
+    }
+    Ok(overrides)
 }
 
 /// A memory bound: -1 for none, else a positive number of bytes.

@@ -73,3 +73,30 @@ fn memory_bounds_take_bytes_or_minus_one_for_none() {
         assert!(e.contains("queued.max.response.bytes"), "{e}");
     }
 }
+
+#[test]
+fn connection_limits_take_kafkas_keys() {
+    let c = BrokerConfig::from_map(&map(&[
+        ("max.connections", "100"),
+        ("max.connections.per.ip", "0"),
+        ("max.connections.per.ip.overrides", "127.0.0.1:5, [::1]:6,broker-host:7"),
+    ]))
+    .unwrap();
+    assert_eq!((c.max_connections, c.max_connections_per_ip), (Some(100), 0));
+    assert_eq!(
+        c.max_connections_per_ip_overrides,
+        vec![("127.0.0.1".to_string(), 5), ("::1".to_string(), 6), ("broker-host".to_string(), 7)]
+    );
+    let d = BrokerConfig::default();
+    assert_eq!((d.max_connections, d.max_connections_per_ip), (None, i32::MAX as usize));
+    let e = BrokerConfig::from_map(&map(&[("max.connections.per.ip", "0")])).unwrap_err().to_string();
+    assert!(e.contains("max.connections.per.ip.overrides"), "{e}");
+    for (key, bad) in [
+        ("max.connections", "-1"),
+        ("max.connections.per.ip.overrides", "host"),
+        ("max.connections.per.ip.overrides", "h:x"),
+    ] {
+        let e = BrokerConfig::from_map(&map(&[(key, bad)])).unwrap_err().to_string();
+        assert!(e.contains(key), "{e}");
+    }
+}

@@ -54,6 +54,7 @@ pub async fn serve_connection(
         };
         let mut frame = match frame {
             Err(_) => {
+                metrics.idle_closed.inc();
                 log("info", "connection_idle_closed", &[("peer", &peer), ("idle_ms", &idle.as_millis())]);
                 break;
             }

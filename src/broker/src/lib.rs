@@ -24,6 +24,7 @@ mod blocking;
 mod cluster;
 pub mod config;
 mod connection;
+pub mod connection_quotas;
 pub mod coordinator;
 mod dynamic_config;
 mod fetch_session;

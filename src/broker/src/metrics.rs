@@ -31,6 +31,12 @@ pub struct Metrics {
     pub connections: Gauge,
     pub connections_created: Counter,
     pub connection_errors: Counter,
+    /// Connections closed because their client sent nothing for `connections.max.idle.ms`.
+    pub idle_closed: Counter,
+    /// Connections closed at once: their address had `max.connections.per.ip` open.
+    pub connections_rejected: Counter,
+    /// Times the broker stopped accepting because `max.connections` were open.
+    pub connection_slot_waits: Counter,
     /// Parked Produce and Fetch requests dropped because their client went away.
     pub requests_cancelled: Counter,
     /// Connections closed because their client took no bytes of a response
@@ -90,6 +96,9 @@ impl Default for Metrics {
             connections: Gauge::default(),
             connections_created: Counter::default(),
             connection_errors: Counter::default(),
+            idle_closed: Counter::default(),
+            connections_rejected: Counter::default(),
+            connection_slot_waits: Counter::default(),
             requests_cancelled: Counter::default(),
             write_timeouts: Counter::default(),
             queued_request_bytes: Gauge::default(),
@@ -156,6 +165,21 @@ impl Default for Metrics {
             "connection_errors",
             "Connections closed for bad input or I/O errors",
             m.connection_errors.clone(),
+        );
+        registry.register(
+            "connections_idle_closed",
+            "Connections closed because their client sent nothing for connections.max.idle.ms",
+            m.idle_closed.clone(),
+        );
+        registry.register(
+            "connections_rejected",
+            "Connections closed as soon as accepted: their address had max.connections.per.ip open",
+            m.connections_rejected.clone(),
+        );
+        registry.register(
+            "connection_slot_waits",
+            "Times accepting stopped until a connection closed: max.connections were open",
+            m.connection_slot_waits.clone(),
         );
         registry.register(
             "requests_cancelled",
@@ -288,6 +312,9 @@ impl Metrics {
         m.insert("connections".into(), self.connections.get().max(0) as u64);
         m.insert("connections_created".into(), self.connections_created.get());
         m.insert("connection_errors".into(), self.connection_errors.get());
+        m.insert("connections_idle_closed".into(), self.idle_closed.get());
+        m.insert("connections_rejected".into(), self.connections_rejected.get());
+        m.insert("connection_slot_waits".into(), self.connection_slot_waits.get());
         m.insert("requests_cancelled".into(), self.requests_cancelled.get());
         m.insert("connection_write_timeouts".into(), self.write_timeouts.get());
         m.insert("queued_request_bytes".into(), self.queued_request_bytes.get().max(0) as u64);

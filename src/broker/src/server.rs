@@ -14,6 +14,7 @@ use tokio::task::JoinSet;
 
 use crate::config::BrokerConfig;
 use crate::connection::serve_connection;
+use crate::connection_quotas::{raise_descriptor_limit, ConnectionQuotas, OverIpLimit};
 use crate::coordinator::{Coordinator, GroupConfig};
 use crate::dynamic_config::{Entities, LocalConfigs};
 use crate::fetch_session::FetchSessions;
@@ -93,6 +94,7 @@ impl Broker {
             None => Some(crate::cluster::load_or_create(store.path(), config.node_id, false)?),
             Some(_) => crate::cluster::load(store.path(), config.node_id)?,
         };
+        let quotas = ConnectionQuotas::new(&config, raise_descriptor_limit())?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(config.network_threads)
             .thread_name("seglog-broker")
@@ -103,6 +105,14 @@ impl Broker {
         let listener =
             runtime.block_on(TcpListener::bind(&listen)).map_err(io_err(&format!("binding {listen}")))?;
         let local_addr = listener.local_addr().map_err(io_err("reading the bound address"))?;
+        if !local_addr.ip().is_loopback() {
+            // Every listener is PLAINTEXT without authentication.
+            log(
+                "warn",
+                "listening_without_authentication",
+                &[("address", &local_addr), ("why", &"any host that reaches it may read, write and delete")],
+            );
+        }
         let advertised = match &config.advertised_listener {
             Some(a) => {
                 let (host, port) = a.rsplit_once(':').unwrap_or((a, "9092"));
@@ -222,7 +232,7 @@ impl Broker {
         shared.store.append_signal().set_listener(Some(Arc::new(move |topic: &str, partition: i32| {
             purgatory.changed(topic, partition)
         })));
-        let server = runtime.spawn(accept_loop(listener, shared.clone(), stop_rx));
+        let server = runtime.spawn(accept_loop(listener, shared.clone(), quotas, stop_rx));
         Ok(Broker {
             runtime: Some(runtime),
             shared,
@@ -294,16 +304,56 @@ impl Drop for Broker {
     }
 }
 
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+/// Accepts connections within the connection limits: while `max.connections`
+/// are open nothing is accepted (the kernel's backlog holds the newcomers),
+/// and a connection over its address's `max.connections.per.ip` is closed
+/// as soon as it is accepted.
+async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    quotas: Arc<ConnectionQuotas>,
+    mut stop: watch::Receiver<bool>,
+) {
     let mut connections = JoinSet::new();
-    loop {
+    'accepting: loop {
+        let slot = match quotas.try_slot() {
+            Some(slot) => slot,
+            None => {
+                shared.metrics.connection_slot_waits.inc();
+                log("warn", "connections_at_limit", &[("max_connections", &quotas.max())]);
+                loop {
+                    tokio::select! {
+                        slot = quotas.slot() => match slot {
+                            Some(slot) => break slot,
+                            None => break 'accepting,
+                        },
+                        Some(_) = connections.join_next(), if !connections.is_empty() => {}
+                        _ = stop.changed() => break 'accepting,
+                    }
+                }
+            }
+        };
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    let _ = stream.set_nodelay(true);
-                    shared.metrics.connections_created.inc();
-                    connections.spawn(serve_connection(stream, peer, shared.clone(), stop.clone()));
-                }
+                Ok((stream, peer)) => match quotas.admit(peer.ip(), slot) {
+                    Ok(admitted) => {
+                        let _ = stream.set_nodelay(true);
+                        shared.metrics.connections_created.inc();
+                        let serving = serve_connection(stream, peer, shared.clone(), stop.clone());
+                        connections.spawn(async move {
+                            serving.await;
+                            drop(admitted);
+                        });
+                    }
+                    Err(OverIpLimit(limit)) => {
+                        shared.metrics.connections_rejected.inc();
+                        log(
+                            "info",
+                            "connection_rejected",
+                            &[("peer", &peer), ("max_connections_per_ip", &limit)],
+                        );
+                    }
+                },
                 Err(e) => {
                     // Out of descriptors and the like: say so, back off, go on.
                     log("warn", "accept_failed", &[("error", &e)]);

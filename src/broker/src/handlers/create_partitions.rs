@@ -14,6 +14,7 @@ use kafka_protocol::ResponseError;
 use seglog_core::error::Error;
 use seglog_core::store::{Store, MAX_PARTITIONS};
 
+use super::create_topics::{MAX_PARTITIONS_PER_REQUEST, TOO_MANY_PARTITIONS};
 use super::{blocking, each_topic, error_code, Reply};
 use crate::server::Shared;
 
@@ -73,12 +74,41 @@ fn grow(store: &Store, t: &CreatePartitionsTopic, node: i32, validate_only: bool
     }
 }
 
+/// The topics of a request that would take it past
+/// `MAX_PARTITIONS_PER_REQUEST` new partitions, counted in order (a topic's
+/// new partitions are its count less those it has): they are refused, the
+/// topics before them grown.
+fn over_budget(r: &CreatePartitionsRequest, current: impl Fn(&str) -> Option<usize>) -> Vec<bool> {
+    let mut budget = MAX_PARTITIONS_PER_REQUEST;
+    r.topics
+        .iter()
+        .map(|t| {
+            let adding = current(t.name.0.as_str()).map_or(0, |n| (i64::from(t.count) - n as i64).max(0));
+            if adding > budget {
+                true
+            } else {
+                budget -= adding;
+                false
+            }
+        })
+        .collect()
+}
+
+fn too_many() -> Refusal {
+    (ResponseError::PolicyViolation.code(), TOO_MANY_PARTITIONS.to_string())
+}
+
 pub async fn handle(shared: &Arc<Shared>, r: CreatePartitionsRequest, _version: i16) -> Reply {
     if let Some(repl) = &shared.replication {
+        let view = repl.view();
+        let over = over_budget(&r, |name| view.topics.get(name).map(|t| t.assignment.len()));
         let mut results = Vec::with_capacity(r.topics.len());
-        for t in &r.topics {
-            let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
-            let outcome = if t.count > MAX_PARTITIONS {
+        for (t, over) in r.topics.iter().zip(over) {
+            let result =
+                CreatePartitionsTopicResult::default().with_name(t.name.clone()).with_error_message(None);
+            let outcome = if over {
+                Err(too_many())
+            } else if t.count > MAX_PARTITIONS {
                 Err((
                     ResponseError::InvalidPartitions.code(),
                     format!(
@@ -111,13 +141,23 @@ pub async fn handle(shared: &Arc<Shared>, r: CreatePartitionsRequest, _version: 
     let store = shared.store.clone();
     let node = shared.config.node_id;
     let results = blocking(move || {
-        let outcomes =
-            each_topic(&r.topics, |t| t.name.0.as_str(), |t| grow(&store, t, node, r.validate_only));
+        let over = over_budget(&r, |name| store.topic(name).ok().map(|t| t.partitions.len()));
+        let refused: std::collections::HashSet<&str> =
+            r.topics.iter().zip(over).filter(|(_, over)| *over).map(|(t, _)| t.name.0.as_str()).collect();
+        let outcomes = each_topic(
+            &r.topics,
+            |t| t.name.0.as_str(),
+            |t| match refused.contains(t.name.0.as_str()) {
+                true => Err(too_many()),
+                false => grow(&store, t, node, r.validate_only),
+            },
+        );
         r.topics
             .iter()
             .zip(outcomes)
             .map(|(t, outcome)| {
-                let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
+                let result =
+                    CreatePartitionsTopicResult::default().with_name(t.name.clone()).with_error_message(None);
                 match outcome {
                     Ok(()) => result,
                     Err((code, m)) => {

@@ -198,13 +198,52 @@ fn create(store: &Store, t: &CreatableTopic, node: i32, validate_only: bool) -> 
     }
 }
 
+/// The partitions one request may create, all its topics together (Kafka 4's
+/// bound): a request over it creates nothing. Without it one request could
+/// take more files than the process may open.
+pub const MAX_PARTITIONS_PER_REQUEST: i64 = 10_000;
+
+/// Kafka's message for a request over `MAX_PARTITIONS_PER_REQUEST`.
+pub const TOO_MANY_PARTITIONS: &str = "Excessively large number of partitions per request.";
+
+/// The partitions `topics` would create: each topic's assignments, or its
+/// count (`-1`: `num.partitions`); topics refused for their count add none.
+pub fn partitions_asked(topics: &[CreatableTopic], default: i32) -> i64 {
+    topics
+        .iter()
+        .map(|t| match (t.assignments.len(), t.num_partitions) {
+            (0, -1) => i64::from(default),
+            (0, n) => i64::from(n.max(0)),
+            (n, _) => n as i64,
+        })
+        .sum()
+}
+
 pub async fn handle(shared: &Arc<Shared>, r: CreateTopicsRequest, _version: i16) -> Reply {
+    if partitions_asked(&r.topics, shared.store.config().num_partitions) > MAX_PARTITIONS_PER_REQUEST {
+        let topics: Vec<_> = r
+            .topics
+            .iter()
+            .map(|t| {
+                CreatableTopicResult::default()
+                    .with_name(t.name.clone())
+                    .with_error_code(ResponseError::PolicyViolation.code())
+                    .with_error_message(Some(StrBytes::from_static_str(TOO_MANY_PARTITIONS)))
+            })
+            .collect();
+        for t in &topics {
+            shared.metrics.error("CreateTopics", t.error_code);
+        }
+        return Reply::Message(Box::new(ResponseKind::CreateTopics(
+            CreateTopicsResponse::default().with_topics(topics),
+        )));
+    }
     if let Some(repl) = &shared.replication {
         let timeout = Duration::from_millis(r.timeout_ms.max(0) as u64);
         let mut topics = Vec::with_capacity(r.topics.len());
         let mut seen = std::collections::HashSet::new();
         for t in &r.topics {
-            let result = CreatableTopicResult::default().with_name(t.name.clone());
+            let result = CreatableTopicResult::default().with_name(t.name.clone()).with_error_message(None);
             let outcome = if seen.insert(t.name.0.to_string()) {
                 create_replicated(shared, repl, t, r.validate_only, timeout).await
             } else {
@@ -236,7 +275,8 @@ pub async fn handle(shared: &Arc<Shared>, r: CreateTopicsRequest, _version: i16)
             .iter()
             .zip(outcomes)
             .map(|(t, outcome)| {
-                let result = CreatableTopicResult::default().with_name(t.name.clone());
+                let result =
+                    CreatableTopicResult::default().with_name(t.name.clone()).with_error_message(None);
                 match outcome {
                     Ok(()) => result,
                     Err((code, message)) => {

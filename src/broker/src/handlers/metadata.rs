@@ -22,6 +22,7 @@ use std::time::Duration;
 use crate::replication::{ClusterView, Placing, Replication};
 use kafka_protocol::ResponseError;
 
+use super::create_topics::MAX_PARTITIONS_PER_REQUEST;
 use super::{blocking, error_code, Reply};
 use crate::server::Shared;
 
@@ -54,6 +55,28 @@ fn describe(store: &Store, name: &str, create: bool, node: i32) -> MetadataRespo
             t.with_error_code(code)
         }
     }
+}
+
+/// Whether the topics a Metadata request would create stay within the
+/// partitions one request may create; if not, it creates none of them (as
+/// Kafka 4's controller refuses the whole creation) and says so in the log.
+fn within_request_bound(names: Option<&[String]>, partitions: i32, missing: impl Fn(&str) -> bool) -> bool {
+    let Some(names) = names else { return true };
+    let new: std::collections::BTreeSet<&str> = names
+        .iter()
+        .map(String::as_str)
+        .filter(|n| validate_topic_name(n).is_ok() && !is_internal_topic(n) && missing(n))
+        .collect();
+    let asked = new.len() as i64 * i64::from(partitions);
+    if asked <= MAX_PARTITIONS_PER_REQUEST {
+        return true;
+    }
+    crate::logline::log(
+        "warn",
+        "auto_create_refused",
+        &[("topics", &new.len()), ("partitions", &asked), ("max", &MAX_PARTITIONS_PER_REQUEST)],
+    );
+    false
 }
 
 /// A cluster member's answer for one topic, from its view of ZooKeeper.
@@ -106,12 +129,14 @@ async fn handle_replicated(
     let create = (version < 4 || r.allow_auto_topic_creation) && shared.store.config().auto_create_topics;
     let mut view = repl.view();
     let mut created = Vec::new();
+    let partitions = shared.store.config().num_partitions;
+    let create =
+        create && within_request_bound(wanted.as_deref(), partitions, |n| !view.topics.contains_key(n));
     if let (true, Some(names)) = (create, &wanted) {
         for name in names.iter().filter(|n| !view.topics.contains_key(*n)) {
             if validate_topic_name(name).is_err() || is_internal_topic(name) {
                 continue;
             }
-            let partitions = shared.store.config().num_partitions;
             let rf = shared.config.default_replication_factor;
             let made = repl
                 .create_topic(
@@ -187,7 +212,14 @@ pub async fn handle(shared: &Arc<Shared>, r: MetadataRequest, version: i16) -> R
     let _turn = shared.answering.acquire().await;
     let topics = blocking(move || match wanted {
         None => store.topics().unwrap_or_default().iter().map(|n| describe(&store, n, false, node)).collect(),
-        Some(names) => names.iter().map(|n| describe(&store, n, create, node)).collect::<Vec<_>>(),
+        Some(names) => {
+            let partitions = store.config().num_partitions;
+            let create = create
+                && within_request_bound(Some(&names), partitions, |n| {
+                    matches!(store.topic(n), Err(Error::UnknownTopic(_)))
+                });
+            names.iter().map(|n| describe(&store, n, create, node)).collect::<Vec<_>>()
+        }
     })
     .await;
     let (host, port) = &shared.advertised;

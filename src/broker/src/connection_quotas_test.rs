@@ -1,0 +1,56 @@
+use super::*;
+
+fn quotas(config: BrokerConfig) -> Arc<ConnectionQuotas> {
+    ConnectionQuotas::new(&config, 1000).unwrap()
+}
+
+#[test]
+fn max_connections_defaults_to_three_quarters_of_the_descriptors() {
+    assert_eq!(quotas(BrokerConfig::default()).max(), 750);
+    let set = BrokerConfig { max_connections: Some(5), ..BrokerConfig::default() };
+    assert_eq!(quotas(set).max(), 5);
+    assert_eq!(default_max_connections(1), 1);
+}
+
+#[test]
+fn slots_run_out_at_max_connections_and_come_back_on_close() {
+    let q = quotas(BrokerConfig { max_connections: Some(2), ..BrokerConfig::default() });
+    let ip: IpAddr = "10.0.0.1".parse().unwrap();
+    let a = q.admit(ip, q.try_slot().unwrap()).unwrap();
+    let _b = q.admit(ip, q.try_slot().unwrap()).unwrap();
+    assert!(q.try_slot().is_none());
+    drop(a);
+    assert!(q.try_slot().is_some());
+}
+
+#[test]
+fn an_address_over_its_limit_is_refused_and_overrides_win() {
+    let config = BrokerConfig {
+        max_connections_per_ip: 1,
+        max_connections_per_ip_overrides: vec![("10.0.0.2".into(), 3), ("10.0.0.3".into(), 0)],
+        ..BrokerConfig::default()
+    };
+    let q = quotas(config);
+    let one: IpAddr = "10.0.0.1".parse().unwrap();
+    let two: IpAddr = "10.0.0.2".parse().unwrap();
+    let three: IpAddr = "10.0.0.3".parse().unwrap();
+    let first = q.admit(one, q.try_slot().unwrap()).unwrap();
+    assert_eq!(q.admit(one, q.try_slot().unwrap()).err(), Some(OverIpLimit(1)));
+    let held: Vec<_> = (0..3).map(|_| q.admit(two, q.try_slot().unwrap()).unwrap()).collect();
+    assert_eq!(q.admit(two, q.try_slot().unwrap()).err(), Some(OverIpLimit(3)));
+    assert_eq!(q.admit(three, q.try_slot().unwrap()).err(), Some(OverIpLimit(0)));
+    drop(first);
+    let _again = q.admit(one, q.try_slot().unwrap()).unwrap();
+    drop(held);
+    assert!(q.open.lock().get(&two).is_none(), "a closed address leaves no count behind");
+}
+
+#[test]
+fn an_override_host_that_does_not_resolve_is_a_config_error() {
+    let config = BrokerConfig {
+        max_connections_per_ip_overrides: vec![("no-such-host.invalid".into(), 3)],
+        ..BrokerConfig::default()
+    };
+    let e = ConnectionQuotas::new(&config, 1000).err().unwrap().to_string();
+    assert!(e.contains("max.connections.per.ip.overrides") && e.contains("no-such-host.invalid"), "{e}");
+}
