@@ -83,10 +83,10 @@ fn an_entry_on_a_full_disk_is_an_error_naming_the_file_not_a_sigbus() {
     // Room well beyond one allocation chunk once freed: tmpfs counts its blocks
     // per CPU, and on a busy machine a 1 MiB mount still looked full just after
     // the filler went.
-    let small = crate::small_fs::SmallFs::new(8 << 20);
+    let small = crate::small_fs::SmallFs::new(8 << 20).unwrap();
     let p = small.path().join("00000000000000000000.index");
     let mut idx = OffsetIndex::open(&p, 0, 1 << 20, true).unwrap();
-    small.fill(0);
+    small.fill(0).unwrap();
     // Entries land in pages the disk cannot back: writing one through the
     // mapping would kill the process with SIGBUS.
     let err = (1..=20_000).try_for_each(|i| idx.append(i, i as u32 * 100)).unwrap_err();
@@ -103,7 +103,7 @@ fn an_entry_on_a_full_disk_is_an_error_naming_the_file_not_a_sigbus() {
 
 #[test]
 fn a_preallocated_index_takes_disk_only_as_entries_need_it() {
-    let small = crate::small_fs::SmallFs::new(256 << 10);
+    let small = crate::small_fs::SmallFs::new(256 << 10).unwrap();
     let p = small.path().join("00000000000000000000.timeindex");
     let mut idx = TimeIndex::open(&p, 0, 10 << 20, true).unwrap();
     let f = std::fs::File::open(&p).unwrap();
@@ -111,8 +111,8 @@ fn a_preallocated_index_takes_disk_only_as_entries_need_it() {
     for i in 1..=1000 {
         idx.maybe_append(i, i, false).unwrap();
     }
-    assert!(crate::small_fs::allocated_bytes(&f) >= 1000 * 12, "the entries' pages are backed");
-    assert!(crate::small_fs::allocated_bytes(&f) <= 256 << 10);
+    assert!(crate::small_fs::allocated_bytes(&f).unwrap() >= 1000 * 12, "the entries' pages are backed");
+    assert!(crate::small_fs::allocated_bytes(&f).unwrap() <= 256 << 10);
 }
 
 #[test]

@@ -183,11 +183,11 @@ proptest::proptest! {
 
 #[test]
 fn a_run_that_fails_part_way_leaves_nothing_and_the_log_goes_on() {
-    let small = crate::small_fs::SmallFs::new(1 << 20);
+    let small = crate::small_fs::SmallFs::new(1 << 20).unwrap();
     let log = open(small.path(), LogConfig::default());
     log.append_as_leader(batch(&["a"], 1), AppendOrigin::Embedded).unwrap();
     let good = log.size_bytes();
-    small.fill(64 << 10);
+    small.fill(64 << 10).unwrap();
     // Eight batches of ~12 KB, about 100 KB in one write: more than is left.
     let big: Vec<String> = (0..100).map(|i| format!("{i:03}{}", "x".repeat(117))).collect();
     let big: Vec<&str> = big.iter().map(String::as_str).collect();

@@ -122,12 +122,12 @@ fn seal_trims_indexes_and_truncate_cuts_batches() {
 
 #[test]
 fn a_write_that_fails_part_way_leaves_the_segment_as_it_was() {
-    let small = crate::small_fs::SmallFs::new(1 << 20);
+    let small = crate::small_fs::SmallFs::new(1 << 20).unwrap();
     let seg = Segment::open(small.path(), 0, 4096, SegmentMode::Active).unwrap();
     let (first, info) = batch(0, 10, 1000);
     seg.append(&first, &info, 4096).unwrap();
     let good = seg.size();
-    small.fill(8192);
+    small.fill(8192).unwrap();
     // About 110 KB: more than is left and than the segment allocated ahead.
     let (big, info) = batch(10, 1000, 2000);
     let err = seg.append(&big, &info, 4096).unwrap_err();
@@ -301,7 +301,7 @@ fn range_upto_stops_before_batches_at_or_past_the_bound() {
 
 /// The disk space a file holds (its blocks), as `du` counts it.
 fn disk_bytes(path: &Path) -> u64 {
-    crate::small_fs::allocated_bytes(&File::open(path).unwrap())
+    crate::small_fs::allocated_bytes(&File::open(path).unwrap()).unwrap()
 }
 
 /// `size` in whole blocks, and a few more the file system may keep for itself

@@ -116,14 +116,14 @@ fn auto_create_and_config_errors() {
 
 #[test]
 fn a_log_that_had_a_failed_write_is_not_marked_clean() {
-    let small = crate::small_fs::SmallFs::new(1 << 20);
+    let small = crate::small_fs::SmallFs::new(1 << 20).unwrap();
     let path = small.path().join("store");
     let store = Store::open(&path, &none(), false).unwrap();
     let mut cfg = none();
     cfg.insert("segment.index.bytes".into(), "4096".into());
     let p = store.create_topic("t", 1, &cfg).unwrap().partition(0).unwrap().clone();
     p.append_as_leader(one(b"first"), AppendOrigin::Embedded).unwrap();
-    small.fill(4096);
+    small.fill(4096).unwrap();
     // Larger than what is left and what the segment allocated ahead of its end.
     let err = p.append_as_leader(one(&vec![9u8; 256 << 10]), AppendOrigin::Embedded).unwrap_err();
     assert!(
@@ -203,11 +203,11 @@ fn partitions_are_bounded_and_a_failed_create_leaves_nothing() {
     for bad in [0, -1, MAX_PARTITIONS + 1, 100_000] {
         assert!(matches!(store.create_topic("t", bad, &none()), Err(Error::InvalidArgument(_))), "{bad}");
     }
-    let small = crate::small_fs::SmallFs::new(1 << 20);
+    let small = crate::small_fs::SmallFs::new(1 << 20).unwrap();
     let path = small.path().join("store");
     let store = Store::open(&path, &none(), false).unwrap();
     let cfg = none();
-    small.fill(0);
+    small.fill(0).unwrap();
     let err = store.create_topic("t", 20, &cfg).err().unwrap();
     assert!(
         matches!(&err, Error::IoAt { source, .. } if source.raw_os_error() == Some(libc::ENOSPC)),
@@ -461,11 +461,11 @@ fn a_grow_interrupted_before_the_topic_file_leaves_the_topic_as_it_was() {
 
 #[test]
 fn a_failed_grow_leaves_nothing_behind() {
-    let small = crate::small_fs::SmallFs::new(1 << 20);
+    let small = crate::small_fs::SmallFs::new(1 << 20).unwrap();
     let path = small.path().join("store");
     let store = Store::open(&path, &none(), false).unwrap();
     store.create_topic("t", 1, &none()).unwrap();
-    small.fill(0);
+    small.fill(0).unwrap();
     let err = store.create_partitions("t", 20).err().unwrap();
     assert!(
         matches!(&err, Error::IoAt { source, .. } if source.raw_os_error() == Some(libc::ENOSPC)),
