@@ -169,12 +169,22 @@ impl PartitionLog {
     /// A topic whose `compression.type` names a codec stores a client's (or
     /// an embedded producer's) batches in it, as Kafka's broker does.
     pub fn append_as_leader(&self, mut buf: Vec<u8>, origin: AppendOrigin) -> Result<AppendInfo> {
-        if origin != AppendOrigin::Coordinator {
-            if let Some(target) = self.config().compression_type {
-                buf = self.recompressed(buf, target)?;
-            }
-        }
         self.append_buffers(&mut [&mut buf[..]], origin)
+    }
+
+    /// Whether every batch of `bufs` is in `target` already (a header that
+    /// does not parse is not: the validator answers for it).
+    fn all_in(bufs: &[&mut [u8]], target: Compression) -> bool {
+        bufs.iter().all(|buf| {
+            let mut pos = 0;
+            while pos < buf.len() {
+                match RecordBatch::parse_header(&buf[pos..]) {
+                    Ok(h) if h.compression().ok() == Some(target) => pos += h.size(),
+                    _ => return false,
+                }
+            }
+            true
+        })
     }
 
     /// `buf`'s batches with their records in `target`: a batch in another
@@ -226,6 +236,21 @@ impl PartitionLog {
     /// with one `pwritev` (up to `RUN_BYTES`): one 64 KiB write per batch runs
     /// at half the speed of the same bytes in 256 KiB writes.
     pub fn append_buffers(&self, bufs: &mut [&mut [u8]], origin: AppendOrigin) -> Result<AppendInfo> {
+        if origin != AppendOrigin::Coordinator {
+            if let Some(target) = self.config().compression_type {
+                if !Self::all_in(bufs, target) {
+                    let joined: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
+                    let mut buf = self.recompressed(joined, target)?;
+                    return self.append_in_place(&mut [&mut buf[..]], origin);
+                }
+            }
+        }
+        self.append_in_place(bufs, origin)
+    }
+
+    /// `append_buffers` of batches as they are (offsets, epoch and
+    /// timestamps assigned in their buffers).
+    fn append_in_place(&self, bufs: &mut [&mut [u8]], origin: AppendOrigin) -> Result<AppendInfo> {
         if self.read_only {
             return Err(Error::ReadOnly("append"));
         }

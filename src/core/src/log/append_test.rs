@@ -260,6 +260,14 @@ fn a_topic_codec_recompresses_what_clients_send() {
     assert_eq!(first.base_timestamp() + records[2].timestamp_delta, now + 2);
     // A retry of the idempotent batch is still known as one.
     assert!(log.append_as_leader(gzip, AppendOrigin::Client).unwrap().duplicate);
+    // An embedded producer's batches, in several buffers, go the same way.
+    let (mut e1, mut e2) = (batch(&["e"], now), batch(&["f"], now));
+    log.append_buffers(&mut [&mut e1[..], &mut e2[..]], AppendOrigin::Embedded).unwrap();
+    let bytes = log.read(0, 1 << 20).unwrap().bytes().unwrap();
+    let stored: Vec<_> = BatchIter::new(&bytes, true).map(|b| b.unwrap()).collect();
+    assert_eq!(stored.len(), 4);
+    assert!(stored.iter().all(|b| b.compression().unwrap() == Compression::Zstd));
+    assert_eq!(values(&log).into_iter().map(|(_, v)| v).collect::<Vec<_>>(), ["a", "b", "c", "d", "e", "f"]);
 }
 
 #[test]
