@@ -5,7 +5,6 @@ With ``--zookeeper`` it is a member of a cluster coordinated by that ZooKeeper."
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import signal
 import sys
 import threading
@@ -67,25 +66,6 @@ def add_parser(
     p.set_defaults(func=run, parser=p)
 
 
-def warn_if_open(bootstrap_servers: str) -> None:
-    """A warning on stderr when a broker listens beyond loopback: its listener takes
-    PLAINTEXT connections without authentication."""
-    for address in bootstrap_servers.split(","):
-        host = address.rsplit(":", 1)[0].strip("[]")
-        try:
-            loopback = ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            loopback = host == "localhost"
-        if not loopback:
-            print(
-                f"seglog: warning: {address} is reachable beyond loopback and takes PLAINTEXT "
-                "connections without authentication: any host that reaches it may read, write and "
-                "delete every topic",
-                file=sys.stderr,
-                flush=True,
-            )
-
-
 def run(args: argparse.Namespace) -> int:
     config = dict(args.config)
     config["node.id"] = str(args.node_id)
@@ -107,7 +87,6 @@ def run(args: argparse.Namespace) -> int:
         broker = Broker(store_path(args), args.listen, config=config, metrics=args.metrics)
         try:
             print(f"seglog: broker {broker.node_id} listening on {broker.bootstrap_servers}", flush=True)
-            warn_if_open(broker.bootstrap_servers)
             if broker.metrics_address:
                 print(
                     f"seglog: metrics on http://{broker.metrics_address}/metrics", file=sys.stderr, flush=True

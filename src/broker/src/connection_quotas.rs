@@ -47,7 +47,7 @@ impl ConnectionQuotas {
         let mut overrides = HashMap::new();
         for (host, limit) in &config.max_connections_per_ip_overrides {
             for ip in resolve(host)? {
-                overrides.insert(ip, *limit);
+                overrides.insert(ip.to_canonical(), *limit);
             }
         }
         Ok(Arc::new(ConnectionQuotas {
@@ -82,6 +82,8 @@ impl ConnectionQuotas {
         ip: IpAddr,
         slot: OwnedSemaphorePermit,
     ) -> std::result::Result<Admitted, OverIpLimit> {
+        // An IPv4 client of a dual-stack listener counts as its IPv4 address.
+        let ip = ip.to_canonical();
         let limit = self.overrides.get(&ip).copied().unwrap_or(self.per_ip);
         let mut open = self.open.lock();
         let n = open.entry(ip).or_insert(0);

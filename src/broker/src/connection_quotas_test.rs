@@ -39,6 +39,12 @@ fn an_address_over_its_limit_is_refused_and_overrides_win() {
     let held: Vec<_> = (0..3).map(|_| q.admit(two, q.try_slot().unwrap()).unwrap()).collect();
     assert_eq!(q.admit(two, q.try_slot().unwrap()).err(), Some(OverIpLimit(3)));
     assert_eq!(q.admit(three, q.try_slot().unwrap()).err(), Some(OverIpLimit(0)));
+    let mapped: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
+    assert_eq!(
+        q.admit(mapped, q.try_slot().unwrap()).err(),
+        Some(OverIpLimit(1)),
+        "one address, however written"
+    );
     drop(first);
     let _again = q.admit(one, q.try_slot().unwrap()).unwrap();
     drop(held);

@@ -17,7 +17,7 @@ use parking_lot::RwLock;
 use serde_json::{json, Value};
 
 use crate::handlers::configs::{Described, Op, TYPE_LONG};
-use crate::replication::znodes::config_from_json;
+use crate::replication::znodes::{config_from_value, config_to_value};
 
 pub const LEADER_RATE: &str = "leader.replication.throttled.rate";
 pub const FOLLOWER_RATE: &str = "follower.replication.throttled.rate";
@@ -181,11 +181,7 @@ impl LocalConfigs {
                     })?;
                 v["entities"]
                     .as_object()
-                    .map(|m| {
-                        m.iter()
-                            .map(|(e, c)| (e.clone(), config_from_json(c.to_string().as_bytes())))
-                            .collect()
-                    })
+                    .map(|m| m.iter().map(|(e, c)| (e.clone(), config_from_value(c))).collect())
                     .unwrap_or_default()
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Entities::new(),
@@ -198,9 +194,17 @@ impl LocalConfigs {
         self.entities.read().clone()
     }
 
-    /// Replaces `entity`'s configs (none: the entity is dropped).
-    pub fn set(&self, entity: &str, config: BTreeMap<String, String>) -> seglog_core::Result<()> {
+    /// Changes `entity`'s configs to what `change` makes of the current ones
+    /// (`None`: no change; empty: the entity is dropped), under the lock, so that concurrent changes of
+    /// one entity each see the other's.
+    pub fn update(
+        &self,
+        entity: &str,
+        change: impl FnOnce(&BTreeMap<String, String>) -> Option<BTreeMap<String, String>>,
+    ) -> seglog_core::Result<()> {
         let mut entities = self.entities.write();
+        let current = entities.get(entity).cloned().unwrap_or_default();
+        let Some(config) = change(&current) else { return Ok(()) };
         let mut next = entities.clone();
         if config.is_empty() {
             next.remove(entity);
@@ -208,7 +212,7 @@ impl LocalConfigs {
             next.insert(entity.to_string(), config);
         }
         let body: serde_json::Map<String, Value> =
-            next.iter().map(|(e, c)| (e.clone(), json!({"version": 1, "config": c}))).collect();
+            next.iter().map(|(e, c)| (e.clone(), config_to_value(c))).collect();
         let text = json!({"version": 1, "entities": body}).to_string();
         seglog_core::checkpoint::write_atomic(&self.path, text.as_bytes())?;
         *entities = next;

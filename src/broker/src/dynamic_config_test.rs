@@ -69,9 +69,18 @@ fn a_brokers_own_value_wins_over_the_default() {
 fn a_single_brokers_configs_survive_reopening() {
     let dir = tempfile::tempdir().unwrap();
     let local = LocalConfigs::open(dir.path()).unwrap();
-    local.set("0", [(LEADER_RATE.to_string(), "10".to_string())].into()).unwrap();
-    local.set(DEFAULT_ENTITY, [(FOLLOWER_RATE.to_string(), "20".to_string())].into()).unwrap();
-    local.set(DEFAULT_ENTITY, BTreeMap::new()).unwrap();
+    local.update("0", |_| Some([(LEADER_RATE.to_string(), "10".to_string())].into())).unwrap();
+    local.update(DEFAULT_ENTITY, |_| Some([(FOLLOWER_RATE.to_string(), "20".to_string())].into())).unwrap();
+    local
+        .update(DEFAULT_ENTITY, |c| {
+            assert_eq!(
+                c.get(FOLLOWER_RATE).map(String::as_str),
+                Some("20"),
+                "the change sees the current configs"
+            );
+            Some(BTreeMap::new())
+        })
+        .unwrap();
     let again = LocalConfigs::open(dir.path()).unwrap().get();
     assert_eq!(again.len(), 1);
     assert_eq!(value(&again, 0, LEADER_RATE), 10);

@@ -89,15 +89,28 @@ pub fn alter_broker(
 ) -> Result<Option<Change>, Refusal> {
     configs::broker_resource(name, shared.config.node_id)?;
     let entity = dynamic_config::entity(name);
+    if let Some(local) = &shared.local_configs {
+        // Computed from the configs under the store's lock, not `dynamic`'s
+        // snapshot: concurrent changes of one entity each see the other's.
+        let mut refused = None;
+        local
+            .update(entity, |current| match wanted(current) {
+                Ok(w) if !validate_only && w != *current => Some(w),
+                Ok(_) => None,
+                Err(r) => {
+                    refused = Some(r);
+                    None
+                }
+            })
+            .map_err(|e| (error_code(&e), e.to_string()))?;
+        return refused.map_or(Ok(None), Err);
+    }
     let current = dynamic.get(entity).cloned().unwrap_or_default();
     let wanted = wanted(&current)?;
     if validate_only || wanted == current {
         return Ok(None);
     }
-    match &shared.local_configs {
-        Some(local) => local.set(entity, wanted).map(|()| None).map_err(|e| (error_code(&e), e.to_string())),
-        None => Ok(Some(Change::Broker(entity.to_string(), wanted))),
-    }
+    Ok(Some(Change::Broker(entity.to_string(), wanted)))
 }
 
 /// A config change a cluster member writes to ZooKeeper: a topic's

@@ -184,13 +184,24 @@ impl Replication {
     /// replica of are created in the store, and each partition's newer state
     /// (a newer leader epoch, or the same epoch with a newer ISR) applied.
     pub(super) fn apply(self: &Arc<Self>, view: &ClusterView) {
+        // Partitions reassigned away from this broker (also a topic's last one
+        // here) stop being replicated and are emptied.
+        let moved: Vec<PartitionKey> = self
+            .partitions
+            .read()
+            .keys()
+            .filter(|(t, p)| {
+                view.topics.get(t).is_some_and(|topic| {
+                    !topic.assignment.get(*p as usize).is_some_and(|r| r.contains(&self.node_id))
+                })
+            })
+            .cloned()
+            .collect();
+        for (topic, p) in moved {
+            self.drop_replica(&topic, p);
+        }
         for (name, topic) in &view.topics {
             if !topic.assignment.iter().any(|r| r.contains(&self.node_id)) {
-                // Reassigned away whole (its last partition here moved): the
-                // replicas this broker still has of it go too.
-                for p in 0..topic.assignment.len() as i32 {
-                    self.drop_replica(name, p);
-                }
                 continue;
             }
             if let Err(e) = self.ensure_local_topic(name, topic) {
@@ -199,7 +210,6 @@ impl Replication {
             }
             for (p, replicas) in topic.assignment.iter().enumerate() {
                 if !replicas.contains(&self.node_id) {
-                    self.drop_replica(name, p as i32);
                     continue;
                 }
                 if let Some(Some(s)) = topic.states.get(p) {
@@ -231,9 +241,6 @@ impl Replication {
     /// following it, and empties its copy (Kafka's StopReplica with delete).
     fn drop_replica(&self, topic: &str, partition: i32) {
         let key = (topic.to_string(), partition);
-        if !self.partitions.read().contains_key(&key) {
-            return;
-        }
         let Some(shared) = self.partitions.write().remove(&key) else { return };
         shared.write().role = Role::None;
         let emptied =

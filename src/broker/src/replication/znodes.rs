@@ -249,12 +249,21 @@ pub fn topic_id_from_json(data: &[u8]) -> Option<String> {
 
 /// An entity's config znode: `/config/topics/T`, `/config/brokers/<entity>`.
 pub fn config_to_json(config: &BTreeMap<String, String>) -> Vec<u8> {
-    json!({"version": 1, "config": config}).to_string().into_bytes()
+    config_to_value(config).to_string().into_bytes()
+}
+
+/// An entity's configs as Kafka lays them out: `{"version":1,"config":{...}}`.
+pub fn config_to_value(config: &BTreeMap<String, String>) -> Value {
+    json!({"version": 1, "config": config})
 }
 
 /// The configs of an entity's config znode; what does not parse is none.
 pub fn config_from_json(data: &[u8]) -> BTreeMap<String, String> {
-    let v: Value = serde_json::from_slice(data).unwrap_or(Value::Null);
+    config_from_value(&serde_json::from_slice(data).unwrap_or(Value::Null))
+}
+
+/// The configs of a value laid out as `config_to_value` lays them out.
+pub fn config_from_value(v: &Value) -> BTreeMap<String, String> {
     v["config"]
         .as_object()
         .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
