@@ -59,19 +59,26 @@ fn key_hash(key: &[u8]) -> u128 {
     xxhash_rust::xxh3::xxh3_128(key)
 }
 
-/// The dirty ratio of a log: bytes past the cleaner checkpoint over all bytes of
-/// its inactive segments.
-pub fn dirty_ratio(log: &PartitionLog, first_dirty: i64) -> f64 {
-    let segs = log.segments();
+/// The dirty ratio of the segments a cleaning may reach (`segs`, up to the
+/// first uncleanable one, which is left out as the active one is): bytes past
+/// the cleaner checkpoint over all their bytes, as Kafka measures it.
+pub fn dirty_ratio(segs: &[Arc<Segment>], first_dirty: i64) -> f64 {
     let Some((_, inactive)) = segs.split_last() else { return 0.0 };
     let total: u64 = inactive.iter().map(|s| s.size()).sum();
     if total == 0 {
         return 0.0;
     }
-    let next_bases: Vec<i64> = segs.iter().skip(1).map(|s| s.base_offset).collect();
-    let dirty: u64 =
-        inactive.iter().zip(next_bases).filter(|(_, next)| *next > first_dirty).map(|(s, _)| s.size()).sum();
+    let dirty: u64 = dirty_segments(segs, first_dirty).map(|s| s.size()).sum();
     dirty as f64 / total as f64
+}
+
+/// The segments before the last of `segs` holding a record at or past
+/// `first_dirty` (those whose successor starts after it).
+fn dirty_segments(segs: &[Arc<Segment>], first_dirty: i64) -> impl Iterator<Item = &Arc<Segment>> {
+    segs.iter()
+        .zip(segs.iter().skip(1))
+        .filter(move |(_, next)| next.base_offset > first_dirty)
+        .map(|(s, _)| s)
 }
 
 /// One cleaning pass. `first_dirty` is the cleaner checkpoint; `buffer_bytes`
@@ -113,11 +120,7 @@ pub fn clean(
     }
     // `max.compaction.lag.ms`: a dirty record older than the lag is cleaned
     // whatever the dirty ratio (Kafka's `maxCompactionDelay`).
-    let first_dirty_segment = inactive
-        .iter()
-        .zip(segs.iter().skip(1))
-        .find(|(_, next)| next.base_offset > first_dirty)
-        .map(|(s, _)| s);
+    let first_dirty_segment = dirty_segments(&segs, first_dirty).next();
     let overdue = !nothing_dirty
         && first_dirty_segment.is_some_and(|s| {
             s.first_batch_timestamp()
@@ -125,7 +128,10 @@ pub fn clean(
                 .flatten()
                 .is_some_and(|ts| ts >= 0 && now_ms.saturating_sub(ts) > config.max_compaction_lag_ms)
         });
-    if !force && !horizon_due && !overdue && dirty_ratio(log, first_dirty) < config.min_cleanable_dirty_ratio
+    if !force
+        && !horizon_due
+        && !overdue
+        && dirty_ratio(&segs, first_dirty) < config.min_cleanable_dirty_ratio
     {
         return Ok(None);
     }

@@ -358,13 +358,13 @@ impl LogConfig {
                 self.min_cleanable_dirty_ratio = v;
             }
             "compression.type" => {
+                // Kafka's topic names: "producer" keeps each batch's codec,
+                // "uncompressed" (not "none") stores batches without one.
                 self.compression_type = match value.trim() {
                     "producer" => None,
-                    "uncompressed" => Some(Compression::None),
-                    "gzip" => Some(Compression::Gzip),
-                    "snappy" => Some(Compression::Snappy),
-                    "lz4" => Some(Compression::Lz4),
-                    "zstd" => Some(Compression::Zstd),
+                    other if other != "none" && Compression::from_name(other).is_some() => {
+                        Compression::from_name(other)
+                    }
                     other => {
                         return Err(refused(
                             key,
@@ -467,10 +467,7 @@ pub fn compression_name(c: Option<Compression>) -> &'static str {
     match c {
         None => "producer",
         Some(Compression::None) => "uncompressed",
-        Some(Compression::Gzip) => "gzip",
-        Some(Compression::Snappy) => "snappy",
-        Some(Compression::Lz4) => "lz4",
-        Some(Compression::Zstd) => "zstd",
+        Some(codec) => codec.name(),
     }
 }
 
