@@ -3,6 +3,7 @@
 use super::*;
 use crate::config::{CleanupPolicy, LogConfig};
 use crate::log::AppendOrigin;
+use crate::record::NewRecord;
 use crate::record::{BatchIter, Compression};
 use std::path::Path;
 

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use crate::checkpoint::sync_dir;
 use crate::error::{Error, Result};
 use crate::log::PartitionLog;
-use crate::record::{BatchBuilder, NewRecord, RecordBatch};
+use crate::record::{BatchBuilder, RecordBatch};
 use crate::segment::files::{self, file_name, with_suffix};
 use crate::segment::Segment;
 use reader::BatchReader;
@@ -311,13 +311,8 @@ fn filter_batch<'b>(
         return Ok(None);
     }
     let mut builder = BatchBuilder::rewrite_of(b, new_horizon)?;
-    let base_ts = b.base_timestamp();
     for r in keep {
-        let ts = base_ts + r.timestamp_delta;
-        builder.append_at(
-            r.offset_delta,
-            &NewRecord { timestamp: ts, key: r.key, value: r.value, headers: &r.headers },
-        );
+        builder.append_original(b.base_timestamp(), r);
     }
     Ok(Some(Cow::Owned(builder.build()?)))
 }

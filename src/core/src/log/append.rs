@@ -214,16 +214,9 @@ impl PartitionLog {
             let (b, _) = rules.validate_client_batch(&buf[pos..], now)?;
             let out = out.get_or_insert_with(|| buf[..pos].to_vec());
             let payload = b.records_payload()?;
-            let base = b.base_timestamp();
             let mut again = BatchBuilder::rewrite_of(&b, None)?.compression(target);
             for r in b.records(&payload)? {
-                let record = NewRecord {
-                    timestamp: base.saturating_add(r.timestamp_delta),
-                    key: r.key,
-                    value: r.value,
-                    headers: &r.headers,
-                };
-                again.append_at(r.offset_delta, &record);
+                again.append_original(b.base_timestamp(), &r);
             }
             out.extend_from_slice(&again.build()?);
             pos += b.size();

@@ -188,6 +188,19 @@ impl BatchBuilder {
         self.append_inner(i64::from(offset_delta), rec);
     }
 
+    /// Appends a record of `rewrite_of`'s original as it was: its offset
+    /// delta, and its timestamp (`base_timestamp`, the original's, plus its
+    /// delta), key, value and headers.
+    pub fn append_original(&mut self, base_timestamp: i64, r: &super::records::Record<'_>) {
+        let rec = NewRecord {
+            timestamp: base_timestamp.saturating_add(r.timestamp_delta),
+            key: r.key,
+            value: r.value,
+            headers: &r.headers,
+        };
+        self.append_at(r.offset_delta, &rec);
+    }
+
     pub fn base_offset(mut self, offset: i64) -> Self {
         self.base_offset = offset;
         self
