@@ -82,6 +82,14 @@ def announced(store_path: str | os.PathLike[str]) -> dict[str, object] | None:
 #: The broker's own config keys; every other key is a store or topic key.
 BROKER_KEYS: frozenset[str] = frozenset(_native.BROKER_KEYS)
 
+#: Beginnings of broker keys (``ssl.``, ``sasl.``, ``listener.name.``).
+BROKER_KEY_PREFIXES: tuple[str, ...] = tuple(_native.BROKER_KEY_PREFIXES)
+
+
+def is_broker_key(key: str) -> bool:
+    """Whether ``key`` is the broker's own (else a store or topic key)."""
+    return key in BROKER_KEYS or key == "broker.id" or key.startswith(BROKER_KEY_PREFIXES)
+
 
 def _text(value: ConfigValue) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
@@ -92,7 +100,9 @@ class Broker:
 
     ``store_or_path`` is a :class:`~seglog.Store` open in this process (its in-process
     producers and consumers then share the logs with network clients) or a path, which the
-    broker opens and closes itself. ``listen`` is ``HOST:PORT`` (port 0 picks a free one).
+    broker opens and closes itself. ``listen`` is ``HOST:PORT`` (port 0 picks a free one), a
+    PLAINTEXT listener; Kafka's ``listeners`` key instead names several, each with its security
+    protocol (``"SASL_SSL://127.0.0.1:0,PLAINTEXT://127.0.0.1:0"``; see docs/security.md).
     Config keys use Kafka's names, in ``config`` or as keywords with underscores: broker
     keys (``node.id``, ``advertised.listeners``, ``socket.request.max.bytes``,
     ``connections.max.idle.ms``, ...) and, when given a path, store and topic keys
@@ -109,18 +119,21 @@ class Broker:
     def __init__(
         self,
         store_or_path: Store | str | os.PathLike[str],
-        listen: str = "127.0.0.1:0",
+        listen: str | None = None,
         *,
         config: Mapping[str, ConfigValue] | None = None,
         metrics: str | None = None,
         **options: ConfigValue,
     ) -> None:
-        if not isinstance(listen, str):
+        if listen is not None and not isinstance(listen, str):
             raise TypeError(f"listen must be a 'HOST:PORT' str, got {type(listen).__name__}")
         merged: dict[str, ConfigValue] = dict(config or {})
         merged.update(_kafka_names(options))
-        broker_keys = {k: _text(v) for k, v in merged.items() if k in BROKER_KEYS or k == "broker.id"}
-        broker_keys["listeners"] = listen
+        broker_keys = {k: _text(v) for k, v in merged.items() if is_broker_key(k)}
+        if listen is not None and "listeners" in broker_keys:
+            raise ValueError("give listen or the listeners key, not both")
+        if "listeners" not in broker_keys:
+            broker_keys["listeners"] = listen or "127.0.0.1:0"
         store_keys = {k: v for k, v in merged.items() if k not in broker_keys}
         if isinstance(store_or_path, Store):
             if store_keys:
@@ -169,8 +182,16 @@ class Broker:
         return self._native.port
 
     @property
+    def listeners(self) -> dict[str, tuple[str, str]]:
+        """Each listener's name: its security protocol and bound ``"host:port"``."""
+        return {
+            name: (protocol, f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+            for name, protocol, host, port in self._native.listeners
+        }
+
+    @property
     def bootstrap_servers(self) -> str:
-        """``"host:port"``, what Kafka clients take as ``bootstrap.servers``."""
+        """``"host:port"`` of the first listener, what Kafka clients take as ``bootstrap.servers``."""
         host = self.host
         return f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
 

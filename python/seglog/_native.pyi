@@ -10,6 +10,7 @@ __all__ = [
     "Consumer",
     "ConsumerIterator",
     "BROKER_KEYS",
+    "BROKER_KEY_PREFIXES",
     "Broker",
     "ByteBuffer",
     "ConsumerRecord",
@@ -237,6 +238,7 @@ class Store:
     def close(self) -> None: ...
 
 BROKER_KEYS: list[str]
+BROKER_KEY_PREFIXES: list[str]
 
 @final
 class Broker:
@@ -247,6 +249,8 @@ class Broker:
     def host(self) -> str: ...
     @property
     def port(self) -> int: ...
+    @property
+    def listeners(self) -> list[tuple[str, str, str, int]]: ...
     @property
     def node_id(self) -> int: ...
     @property

@@ -38,9 +38,10 @@ def add_parser(
     )
     p.add_argument(
         "--listen",
-        default="127.0.0.1:9092",
+        default=None,
         metavar="HOST:PORT",
-        help="default 127.0.0.1:9092; port 0 picks one",
+        help="a PLAINTEXT listener; default 127.0.0.1:9092, port 0 picks one (or --config listeners=... "
+        "for named listeners with security protocols)",
     )
     p.add_argument("--advertised-listener", metavar="HOST:PORT", help="the address Metadata gives clients")
     p.add_argument("--node-id", type=int, default=0, metavar="N", help="the broker's id (default 0)")
@@ -84,9 +85,15 @@ def run(args: argparse.Namespace) -> int:
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        broker = Broker(store_path(args), args.listen, config=config, metrics=args.metrics)
+        listen = args.listen
+        if listen is None and "listeners" not in config:
+            listen = "127.0.0.1:9092"
+        broker = Broker(store_path(args), listen, config=config, metrics=args.metrics)
         try:
             print(f"seglog: broker {broker.node_id} listening on {broker.bootstrap_servers}", flush=True)
+            if len(broker.listeners) > 1 or "listeners" in config:
+                for name, (protocol, address) in broker.listeners.items():
+                    print(f"seglog: listener {name} ({protocol}) on {address}", flush=True)
             if broker.metrics_address:
                 print(
                     f"seglog: metrics on http://{broker.metrics_address}/metrics", file=sys.stderr, flush=True

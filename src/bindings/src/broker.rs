@@ -18,6 +18,7 @@ pub struct Broker {
     inner: Mutex<Option<CoreBroker>>,
     host: String,
     port: u16,
+    listeners: Vec<(String, String, String, u16)>,
     node_id: i32,
     cluster_id: String,
     metrics_address: Option<String>,
@@ -62,7 +63,15 @@ impl Broker {
         return_freed_memory_at_once();
         let broker = py.detach(|| CoreBroker::start(core, config, metrics.as_deref()))?;
         let addr = broker.local_addr();
+        let listeners = broker
+            .listeners()
+            .iter()
+            .map(|(name, protocol, a)| {
+                (name.clone(), protocol.name().to_string(), a.ip().to_string(), a.port())
+            })
+            .collect();
         Ok(Broker {
+            listeners,
             host: addr.ip().to_string(),
             port: addr.port(),
             node_id: broker.node_id(),
@@ -80,6 +89,11 @@ impl Broker {
     #[getter]
     fn port(&self) -> u16 {
         self.port
+    }
+    /// Every listener: (name, security protocol, host, port), as bound.
+    #[getter]
+    fn listeners(&self) -> Vec<(String, String, String, u16)> {
+        self.listeners.clone()
     }
     #[getter]
     fn node_id(&self) -> i32 {

@@ -84,6 +84,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<broker::Broker>()?;
     m.add_class::<remote::RemoteClient>()?;
     m.add("BROKER_KEYS", seglog_broker::config::BROKER_KEYS.to_vec())?;
+    m.add("BROKER_KEY_PREFIXES", seglog_broker::config::BROKER_KEY_PREFIXES.to_vec())?;
     m.add_class::<records::ConsumerRecord>()?;
     m.add_class::<consumer::Consumer>()?;
     m.add_class::<consumer::ConsumerIterator>()?;

@@ -5,15 +5,26 @@ use std::collections::BTreeMap;
 
 use seglog_core::error::{Error, Result};
 
+use crate::security::listeners::{self, Listener, SecurityProtocol};
+
 /// Settings of one broker.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BrokerConfig {
     /// `node.id`: the broker's id in Metadata.
     pub node_id: i32,
-    /// Where to accept connections (`host:port`, port 0 picks one).
-    pub listen: String,
-    /// What Metadata tells clients to connect to; the bound address if unset.
-    pub advertised_listener: Option<String>,
+    /// `listeners`: where to accept connections, each listener with its
+    /// name and security protocol (port 0 picks one).
+    pub listeners: Vec<Listener>,
+    /// `advertised.listeners`: what Metadata tells clients of a listener to
+    /// connect to; a listener not named here advertises its bound address.
+    pub advertised_listeners: Vec<Listener>,
+    /// `inter.broker.listener.name` (or `security.inter.broker.protocol`):
+    /// the listener other brokers reach this one on, for replication.
+    pub inter_broker_listener: String,
+    /// The security keys (`ssl.*`, `sasl.*`, `connections.max.reauth.ms`
+    /// and their `listener.name.<listener>.` forms), read per listener by
+    /// `security::ListenerSecurity`.
+    pub security: BTreeMap<String, String>,
     /// `socket.request.max.bytes`: the largest request frame accepted.
     pub socket_request_max_bytes: usize,
     /// `queued.max.request.bytes`: the bytes of all requests read and not yet
@@ -123,8 +134,15 @@ impl Default for BrokerConfig {
     fn default() -> Self {
         BrokerConfig {
             node_id: 0,
-            listen: "127.0.0.1:9092".into(),
-            advertised_listener: None,
+            listeners: vec![Listener {
+                name: "PLAINTEXT".into(),
+                host: "127.0.0.1".into(),
+                port: 9092,
+                protocol: SecurityProtocol::Plaintext,
+            }],
+            advertised_listeners: Vec::new(),
+            inter_broker_listener: "PLAINTEXT".into(),
+            security: BTreeMap::new(),
             socket_request_max_bytes: 100 << 20,
             queued_max_request_bytes: Some(QUEUED_MAX_REQUEST_BYTES),
             queued_max_response_bytes: Some(QUEUED_MAX_RESPONSE_BYTES),
@@ -185,6 +203,10 @@ pub const BROKER_KEYS: &[&str] = &[
     "node.id",
     "listeners",
     "advertised.listeners",
+    "listener.security.protocol.map",
+    "inter.broker.listener.name",
+    "security.inter.broker.protocol",
+    "connections.max.reauth.ms",
     "socket.request.max.bytes",
     "queued.max.request.bytes",
     "queued.max.response.bytes",
@@ -241,14 +263,12 @@ fn boolean(key: &str, value: &str) -> Result<bool> {
     }
 }
 
-/// `host:port` from a listener, with or without Kafka's `PLAINTEXT://` prefix.
-pub fn parse_listener(key: &str, value: &str) -> Result<String> {
-    let v = value.trim();
-    let v = v.strip_prefix("PLAINTEXT://").unwrap_or(v);
-    match v.rsplit_once(':') {
-        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok(v.to_string()),
-        _ => Err(Error::InvalidConfig(format!("{key}: expected HOST:PORT, got {value:?}"))),
-    }
+/// Beginnings of the broker's security keys, each also under a listener's
+/// prefix (`listener.name.<listener>.`).
+pub const BROKER_KEY_PREFIXES: &[&str] = &["ssl.", "sasl.", "listener.name."];
+
+fn is_security_key(key: &str) -> bool {
+    BROKER_KEY_PREFIXES.iter().any(|p| key.starts_with(p)) || key == "connections.max.reauth.ms"
 }
 
 /// `host:port[,host:port...][/chroot]`, checked for shape (each server a
@@ -278,8 +298,12 @@ impl BrokerConfig {
         for (key, value) in map {
             match key.as_str() {
                 "node.id" | "broker.id" => c.node_id = int(key, value, 0, i32::MAX.into())? as i32,
-                "listeners" => c.listen = parse_listener(key, value)?,
-                "advertised.listeners" => c.advertised_listener = Some(parse_listener(key, value)?),
+                "listeners" | "advertised.listeners" | "listener.security.protocol.map" => {}
+                "inter.broker.listener.name" => c.inter_broker_listener = value.trim().to_ascii_uppercase(),
+                "security.inter.broker.protocol" => {}
+                k if is_security_key(k) => {
+                    c.security.insert(key.clone(), value.trim().to_string());
+                }
                 "socket.request.max.bytes" => {
                     c.socket_request_max_bytes = int(key, value, 1024, i32::MAX.into())? as usize
                 }
@@ -384,6 +408,7 @@ impl BrokerConfig {
                 }
             }
         }
+        c.resolve_listeners(map)?;
         if let Some(queued) = c.queued_max_request_bytes {
             if queued < c.socket_request_max_bytes {
                 return Err(Error::InvalidConfig(format!(
@@ -406,6 +431,57 @@ impl BrokerConfig {
             )));
         }
         Ok(c)
+    }
+}
+
+impl BrokerConfig {
+    /// `listeners`, `advertised.listeners` and the inter-broker listener,
+    /// read together: each name's protocol comes from the protocol map.
+    fn resolve_listeners(&mut self, map: &BTreeMap<String, String>) -> Result<()> {
+        let protocols = match map.get("listener.security.protocol.map") {
+            Some(v) => listeners::parse_protocol_map("listener.security.protocol.map", v)?,
+            None => listeners::default_protocol_map(),
+        };
+        if let Some(v) = map.get("listeners") {
+            self.listeners = listeners::parse_endpoints("listeners", v, &protocols)?;
+        }
+        if let Some(v) = map.get("advertised.listeners") {
+            self.advertised_listeners = listeners::parse_endpoints("advertised.listeners", v, &protocols)?;
+        }
+        let named = map.contains_key("inter.broker.listener.name");
+        if let Some(p) = map.get("security.inter.broker.protocol") {
+            if named {
+                return Err(Error::InvalidConfig(
+                    "only one of inter.broker.listener.name and security.inter.broker.protocol should be set"
+                        .into(),
+                ));
+            }
+            let protocol = SecurityProtocol::from_name(p).ok_or_else(|| {
+                Error::InvalidConfig(format!(
+                    "security.inter.broker.protocol: expected PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL, got {p:?}"
+                ))
+            })?;
+            self.inter_broker_listener = protocol.name().to_string();
+        } else if !named
+            && self.zookeeper_connect.is_none()
+            && !self.listeners.iter().any(|l| l.name == self.inter_broker_listener)
+        {
+            // A single broker has no broker to talk to: its first listener
+            // stands in, so that one SASL_SSL listener alone is enough.
+            self.inter_broker_listener = self.listeners[0].name.clone();
+        }
+        listeners::check(&self.listeners, &self.advertised_listeners, &self.inter_broker_listener)
+    }
+
+    /// The defaults with one PLAINTEXT listener on `address` (`host:port`,
+    /// port 0 picks one).
+    pub fn listening_on(address: &str) -> Result<BrokerConfig> {
+        BrokerConfig::from_map(&BTreeMap::from([("listeners".to_string(), address.to_string())]))
+    }
+
+    /// The listener of `name`.
+    pub fn listener(&self, name: &str) -> Option<&Listener> {
+        self.listeners.iter().find(|l| l.name == name)
     }
 }
 

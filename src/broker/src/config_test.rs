@@ -15,7 +15,7 @@ fn broker_keys_apply_and_the_rest_go_to_the_store() {
     .unwrap();
     assert_eq!(c.node_id, 3);
     assert_eq!(c.socket_request_max_bytes, 2048);
-    assert_eq!(c.advertised_listener.as_deref(), Some("example:9093"));
+    assert_eq!(c.advertised_listeners[0].address(), "example:9093");
     assert_eq!(c.store.get("flush.messages").map(String::as_str), Some("1"));
 }
 
@@ -99,4 +99,55 @@ fn connection_limits_take_kafkas_keys() {
         let e = BrokerConfig::from_map(&map(&[(key, bad)])).unwrap_err().to_string();
         assert!(e.contains(key), "{e}");
     }
+}
+
+#[test]
+fn listeners_take_their_protocols_from_the_map_and_are_checked_together() {
+    let c = BrokerConfig::from_map(&map(&[
+        ("listeners", "INTERNAL://127.0.0.1:0,EXTERNAL://[::1]:9094, PLAINTEXT://:9092"),
+        ("listener.security.protocol.map", "INTERNAL:SASL_SSL,EXTERNAL:SSL,PLAINTEXT:PLAINTEXT"),
+        ("advertised.listeners", "EXTERNAL://broker.example:9094"),
+        ("inter.broker.listener.name", "internal"),
+        ("listener.name.internal.ssl.keystore.location", "/k.pem"),
+        ("sasl.enabled.mechanisms", "SCRAM-SHA-512"),
+    ]))
+    .unwrap();
+    let names: Vec<_> = c.listeners.iter().map(|l| (l.name.as_str(), l.protocol, l.address())).collect();
+    assert_eq!(
+        names,
+        [
+            ("INTERNAL", SecurityProtocol::SaslSsl, "127.0.0.1:0".to_string()),
+            ("EXTERNAL", SecurityProtocol::Ssl, "[::1]:9094".to_string()),
+            ("PLAINTEXT", SecurityProtocol::Plaintext, ":9092".to_string()),
+        ]
+    );
+    assert_eq!(c.inter_broker_listener, "INTERNAL");
+    assert_eq!(c.security.get("sasl.enabled.mechanisms").map(String::as_str), Some("SCRAM-SHA-512"));
+    assert!(c.store.is_empty(), "security keys stay the broker's: {:?}", c.store);
+    // A bare host:port is a PLAINTEXT listener, as before.
+    let c = BrokerConfig::from_map(&map(&[("listeners", "127.0.0.1:0")])).unwrap();
+    assert_eq!(c.listeners[0].protocol, SecurityProtocol::Plaintext);
+
+    let refused = |pairs: &[(&str, &str)], needle: &str| {
+        let e = BrokerConfig::from_map(&map(pairs)).unwrap_err().to_string();
+        assert!(e.contains(needle), "{e}");
+    };
+    refused(&[("listeners", "SECRET://h:1")], "no security protocol defined for listener SECRET");
+    refused(&[("listeners", "SSL://h:1,SSL://h:2")], "different name");
+    refused(&[("listeners", "SSL://h:1,PLAINTEXT://h:1")], "both bind h:1");
+    refused(&[("listeners", "SSL://h:1"), ("advertised.listeners", "PLAINTEXT://h:1")], "not a listener");
+    refused(&[("listeners", "SSL://h:1"), ("advertised.listeners", "SSL://0.0.0.0:1")], "meta-address");
+    refused(&[("listener.security.protocol.map", "A:TLS")], "NAME:PROTOCOL");
+    // A cluster member needs its inter-broker listener named, as Kafka does.
+    refused(
+        &[("listeners", "SSL://h:1"), ("zookeeper.connect", "z:2181")],
+        "inter.broker.listener.name must be a listener name",
+    );
+    refused(
+        &[("inter.broker.listener.name", "PLAINTEXT"), ("security.inter.broker.protocol", "SSL")],
+        "only one of",
+    );
+    // A single broker's only listener stands in.
+    let c = BrokerConfig::from_map(&map(&[("listeners", "SASL_SSL://h:1")])).unwrap();
+    assert_eq!(c.inter_broker_listener, "SASL_SSL");
 }

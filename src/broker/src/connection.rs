@@ -19,27 +19,81 @@ use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
+use crate::authentication::{Authentication, Gate};
 use crate::frame::{read_frame, reserve_decoding, FrameError, HeaderStart};
 use crate::handlers::{handle, Outcome};
 use crate::logline::log;
 use crate::memory::{Reservation, SMALL};
 use crate::response::write_response;
+use crate::security::{principal, ListenerSecurity};
 use crate::server::Shared;
+use crate::transport::Transport;
+
+/// How long a client may take over its TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Who is asking: what a handler may need to know of the connection its
+/// request came on.
+#[derive(Clone)]
+pub struct RequestContext {
+    pub peer: SocketAddr,
+    /// The listener's name: Metadata answers with each broker's endpoint of it.
+    pub listener: Arc<str>,
+    /// `User:<name>`, or `User:ANONYMOUS`.
+    pub principal: Arc<str>,
+}
 
 tokio::task_local! {
-    /// The peer of the connection whose request is being handled: the group
-    /// coordinator records it as a member's client host.
-    static PEER: SocketAddr;
+    static CONTEXT: RequestContext;
 }
 
 /// The client host of the request being handled, as Kafka writes it ("/ip").
 pub fn client_host() -> String {
-    PEER.try_with(|p| format!("/{}", p.ip())).unwrap_or_default()
+    CONTEXT.try_with(|c| format!("/{}", c.peer.ip())).unwrap_or_default()
+}
+
+/// The listener the request being handled came on (`None` outside a request).
+pub fn listener_name() -> Option<Arc<str>> {
+    CONTEXT.try_with(|c| c.listener.clone()).ok()
+}
+
+/// The TLS handshake of a connection to an SSL or SASL_SSL listener; `None`
+/// (logged) if it fails or takes longer than `within`.
+async fn accept_tls(
+    stream: TcpStream,
+    peer: SocketAddr,
+    security: &ListenerSecurity,
+    shared: &Shared,
+    within: Duration,
+) -> Option<Transport> {
+    let Some(acceptor) = &security.tls else { return Some(Transport::Plain(stream)) };
+    match tokio::time::timeout(within, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => Some(Transport::Tls(Box::new(tls))),
+        Ok(Err(e)) => {
+            shared.metrics.authentication_failures.inc();
+            log(
+                "info",
+                "tls_handshake_failed",
+                &[("peer", &peer), ("listener", &security.name), ("reason", &e)],
+            );
+            None
+        }
+        Err(_) => {
+            shared.metrics.authentication_failures.inc();
+            log(
+                "info",
+                "tls_handshake_failed",
+                &[("peer", &peer), ("listener", &security.name), ("reason", &"timed out")],
+            );
+            None
+        }
+    }
 }
 
 pub async fn serve_connection(
-    mut stream: TcpStream,
+    stream: TcpStream,
     peer: SocketAddr,
+    security: Arc<ListenerSecurity>,
     shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -47,6 +101,17 @@ pub async fn serve_connection(
     metrics.connections.inc();
     let idle = Duration::from_millis(shared.config.connections_max_idle_ms);
     let max = shared.config.socket_request_max_bytes;
+    let Some(mut stream) = accept_tls(stream, peer, &security, &shared, idle.min(HANDSHAKE_TIMEOUT)).await
+    else {
+        metrics.connections.dec();
+        return;
+    };
+    let mut sasl = security.protocol.sasl().then(|| Authentication::new(security.clone()));
+    let mut context = RequestContext {
+        peer,
+        listener: Arc::from(security.name.as_str()),
+        principal: Arc::from(principal::from_certificates(stream.peer_certificates()).as_str()),
+    };
     loop {
         let frame = tokio::select! {
             f = tokio::time::timeout(idle, read_frame(&mut stream, max, &shared.request_memory)) => f,
@@ -78,13 +143,49 @@ pub async fn serve_connection(
                 break;
             }
         }
+        if let Some(auth) = sasl.as_mut() {
+            let before = auth.principal().is_some();
+            let gate = auth.gate(&shared, &frame.bytes);
+            if let (false, Some(p)) = (before, auth.principal()) {
+                metrics.authentications.inc();
+                context.principal = Arc::from(p);
+            }
+            match gate {
+                Gate::Serve => {}
+                Gate::Reply(response) => {
+                    if write_response(&mut stream, &response, false, metrics, idle).await.is_err() {
+                        break;
+                    }
+                    continue;
+                }
+                Gate::ReplyAndClose(response, reason) => {
+                    metrics.authentication_failures.inc();
+                    log(
+                        "info",
+                        "authentication_failed",
+                        &[("peer", &peer), ("listener", &security.name), ("reason", &reason)],
+                    );
+                    let _ = write_response(&mut stream, &response, false, metrics, idle).await;
+                    break;
+                }
+                Gate::Close(reason) => {
+                    metrics.authentication_failures.inc();
+                    log(
+                        "info",
+                        "authentication_failed",
+                        &[("peer", &peer), ("listener", &security.name), ("reason", &reason)],
+                    );
+                    break;
+                }
+            }
+        }
         let started = Instant::now();
-        let handled = answer(&shared, peer, frame.bytes.clone());
+        let handled = answer(&shared, &context, frame.bytes.clone());
         let outcome = if parks(&frame.bytes) {
             // A long poll or an acks=all wait: given up once its client is gone.
             tokio::select! {
                 outcome = handled => outcome,
-                _ = peer_gone(&stream) => {
+                _ = peer_gone(stream.tcp()) => {
                     metrics.requests_cancelled.inc();
                     break;
                 }
@@ -92,12 +193,12 @@ pub async fn serve_connection(
         } else {
             handled.await
         };
-        let (outcome, _room) = with_room(&shared, peer, &frame.bytes, outcome).await;
+        let (outcome, _room) = with_room(&shared, &context, &frame.bytes, outcome).await;
         let api = outcome.api();
         match outcome {
             Outcome::Respond { response, .. } => {
-                let written =
-                    write_response(&mut stream, &response, shared.config.sendfile, metrics, idle).await;
+                let sendfile = shared.config.sendfile && stream.zero_copy();
+                let written = write_response(&mut stream, &response, sendfile, metrics, idle).await;
                 if let Err(e) = written {
                     if matches!(e.kind(), ErrorKind::BrokenPipe | ErrorKind::ConnectionReset) {
                         // The client went away before its answer: a normal close.
@@ -133,14 +234,14 @@ pub async fn serve_connection(
 /// time (one per network thread): making an answer takes CPU and memory, and
 /// a crowd of such requests gains nothing from more at once. Metadata takes
 /// its turn itself, after any topic creation it waits on ZooKeeper for.
-async fn answer(shared: &Arc<Shared>, peer: SocketAddr, frame: bytes::Bytes) -> Outcome {
+async fn answer(shared: &Arc<Shared>, context: &RequestContext, frame: bytes::Bytes) -> Outcome {
     let metadata = HeaderStart::peek(&frame).is_some_and(|h| h.api_key == ApiKey::Metadata as i16);
     let _turn = match answerable_again(&frame) && !metadata {
         // The semaphore is never closed.
         true => shared.answering.acquire().await.ok(),
         false => None,
     };
-    PEER.scope(peer, handle(shared, frame)).await
+    CONTEXT.scope(context.clone(), handle(shared, frame)).await
 }
 
 /// Takes room in the broker's response memory for `outcome`'s response, held
@@ -151,7 +252,7 @@ async fn answer(shared: &Arc<Shared>, peer: SocketAddr, frame: bytes::Bytes) -> 
 /// done, so its response waits for room as it is.
 async fn with_room(
     shared: &Arc<Shared>,
-    peer: SocketAddr,
+    context: &RequestContext,
     frame: &bytes::Bytes,
     mut outcome: Outcome,
 ) -> (Outcome, Option<Reservation>) {
@@ -176,7 +277,7 @@ async fn with_room(
         drop(outcome);
         shared.metrics.responses_deferred.inc();
         room = Some(memory.reserve(size, true).await);
-        outcome = answer(shared, peer, frame.clone()).await;
+        outcome = answer(shared, context, frame.clone()).await;
     }
 }
 

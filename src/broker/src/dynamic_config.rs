@@ -160,18 +160,22 @@ pub fn describe(entities: &Entities, node: Option<i32>) -> Vec<Described> {
         .collect()
 }
 
-/// A single broker's dynamic configs: every entity in one JSON file of the
-/// store directory, replaced atomically on each change.
+/// A single broker's configs of one entity type (its dynamic broker configs,
+/// or its users): every entity in one JSON file of the store directory,
+/// replaced atomically on each change.
 pub struct LocalConfigs {
     path: PathBuf,
     entities: RwLock<Entities>,
 }
 
 pub const LOCAL_FILE: &str = ".broker-configs.json";
+/// A single broker's users (their SCRAM credentials, as `/config/users/<user>`
+/// holds them in a cluster). Readable only by the broker's own user.
+pub const USERS_FILE: &str = ".user-configs.json";
 
 impl LocalConfigs {
-    pub fn open(dir: &Path) -> seglog_core::Result<LocalConfigs> {
-        let path = dir.join(LOCAL_FILE);
+    pub fn open(dir: &Path, file: &str) -> seglog_core::Result<LocalConfigs> {
+        let path = dir.join(file);
         let entities = match std::fs::read(&path) {
             Ok(data) => {
                 let v: Value =
@@ -192,6 +196,10 @@ impl LocalConfigs {
 
     pub fn get(&self) -> Entities {
         self.entities.read().clone()
+    }
+
+    pub fn get_entity(&self, entity: &str) -> Option<BTreeMap<String, String>> {
+        self.entities.read().get(entity).cloned()
     }
 
     /// Changes `entity`'s configs to what `change` makes of the current ones
@@ -215,6 +223,10 @@ impl LocalConfigs {
             next.iter().map(|(e, c)| (e.clone(), config_to_value(c))).collect();
         let text = json!({"version": 1, "entities": body}).to_string();
         seglog_core::checkpoint::write_atomic(&self.path, text.as_bytes())?;
+        // Credentials are for the broker alone (as ZooKeeper's would be).
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&self.path, std::fs::Permissions::from_mode(0o600))
+            .map_err(seglog_core::Error::at(&self.path))?;
         *entities = next;
         Ok(())
     }

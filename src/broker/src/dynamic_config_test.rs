@@ -68,7 +68,7 @@ fn a_brokers_own_value_wins_over_the_default() {
 #[test]
 fn a_single_brokers_configs_survive_reopening() {
     let dir = tempfile::tempdir().unwrap();
-    let local = LocalConfigs::open(dir.path()).unwrap();
+    let local = LocalConfigs::open(dir.path(), crate::dynamic_config::LOCAL_FILE).unwrap();
     local.update("0", |_| Some([(LEADER_RATE.to_string(), "10".to_string())].into())).unwrap();
     local.update(DEFAULT_ENTITY, |_| Some([(FOLLOWER_RATE.to_string(), "20".to_string())].into())).unwrap();
     local
@@ -81,10 +81,10 @@ fn a_single_brokers_configs_survive_reopening() {
             Some(BTreeMap::new())
         })
         .unwrap();
-    let again = LocalConfigs::open(dir.path()).unwrap().get();
+    let again = LocalConfigs::open(dir.path(), crate::dynamic_config::LOCAL_FILE).unwrap().get();
     assert_eq!(again.len(), 1);
     assert_eq!(value(&again, 0, LEADER_RATE), 10);
     std::fs::write(dir.path().join(LOCAL_FILE), b"{nope").unwrap();
-    let e = LocalConfigs::open(dir.path()).err().unwrap().to_string();
+    let e = LocalConfigs::open(dir.path(), crate::dynamic_config::LOCAL_FILE).err().unwrap().to_string();
     assert!(e.contains(LOCAL_FILE), "{e}");
 }

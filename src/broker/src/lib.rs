@@ -20,6 +20,7 @@
 //! pages, so that memory freed after a burst of requests does not stay
 //! resident in 2 MiB pages.
 
+mod authentication;
 mod blocking;
 mod cluster;
 pub mod config;
@@ -38,7 +39,9 @@ mod quota;
 mod replica_manager;
 pub mod replication;
 mod response;
+pub mod security;
 mod server;
+mod transport;
 
 pub use config::BrokerConfig;
 pub use handlers::SUPPORTED;

@@ -37,6 +37,11 @@ pub struct Metrics {
     pub connections_rejected: Counter,
     /// Times the broker stopped accepting because `max.connections` were open.
     pub connection_slot_waits: Counter,
+    /// SASL authentications that succeeded (re-authentications too).
+    pub authentications: Counter,
+    /// Connections closed by a failed TLS handshake or SASL authentication,
+    /// or by a request before authentication or after the session ended.
+    pub authentication_failures: Counter,
     /// Parked Produce and Fetch requests dropped because their client went away.
     pub requests_cancelled: Counter,
     /// Connections closed because their client took no bytes of a response
@@ -99,6 +104,8 @@ impl Default for Metrics {
             idle_closed: Counter::default(),
             connections_rejected: Counter::default(),
             connection_slot_waits: Counter::default(),
+            authentications: Counter::default(),
+            authentication_failures: Counter::default(),
             requests_cancelled: Counter::default(),
             write_timeouts: Counter::default(),
             queued_request_bytes: Gauge::default(),
@@ -175,6 +182,17 @@ impl Default for Metrics {
             "connections_rejected",
             "Connections closed as soon as accepted: their address had max.connections.per.ip open",
             m.connections_rejected.clone(),
+        );
+        registry.register(
+            "successful_authentication",
+            "SASL authentications (and re-authentications) that succeeded",
+            m.authentications.clone(),
+        );
+        registry.register(
+            "failed_authentication",
+            "Connections closed by a failed TLS handshake or SASL authentication, a request before \
+             authentication, or a session that ended without re-authentication",
+            m.authentication_failures.clone(),
         );
         registry.register(
             "connection_slot_waits",
@@ -315,6 +333,8 @@ impl Metrics {
         m.insert("connections_idle_closed".into(), self.idle_closed.get());
         m.insert("connections_rejected".into(), self.connections_rejected.get());
         m.insert("connection_slot_waits".into(), self.connection_slot_waits.get());
+        m.insert("successful_authentication".into(), self.authentications.get());
+        m.insert("failed_authentication".into(), self.authentication_failures.get());
         m.insert("requests_cancelled".into(), self.requests_cancelled.get());
         m.insert("connection_write_timeouts".into(), self.write_timeouts.get());
         m.insert("queued_request_bytes".into(), self.queued_request_bytes.get().max(0) as u64);

@@ -19,6 +19,8 @@ use seglog_core::segment::Segment;
 use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
+use crate::transport::Transport;
+
 use crate::metrics::Metrics;
 
 /// Bytes of one segment file: what a Fetch sends of a partition's log.
@@ -116,7 +118,7 @@ const JOIN_PREFIX: usize = 16 << 10;
 /// takes no bytes for `idle`. Once its size prefix is out, any error leaves
 /// the connection unusable: the caller must close it.
 pub async fn write_response(
-    stream: &mut TcpStream,
+    stream: &mut Transport,
     response: &Response,
     sendfile: bool,
     metrics: &Metrics,
@@ -126,9 +128,10 @@ pub async fn write_response(
     let size = i32::try_from(total).map_err(|_| io::Error::other(format!("response of {total} bytes")))?;
     let has_files = response.parts.iter().any(|p| matches!(p, Part::File(_)));
     let large = response.in_memory() > JOIN_PREFIX;
+    let fd = stream.tcp().as_raw_fd();
     let _cork = (has_files || large).then(|| {
-        Cork::set(stream.as_raw_fd(), true);
-        Cork(stream.as_raw_fd())
+        Cork::set(fd, true);
+        Cork(fd)
     });
     // The size prefix rides with the first bytes part, copied beside it when
     // that is small; a large one is not copied, the cork joins them on the wire.
@@ -155,8 +158,8 @@ pub async fn write_response(
                 if let Some(p) = pending.take() {
                     write_bytes(stream, &p, idle).await?;
                 }
-                if sendfile {
-                    send_file(stream, f, idle).await?;
+                if let (true, Transport::Plain(tcp)) = (sendfile, &mut *stream) {
+                    send_file(tcp, f, idle).await?;
                     metrics.sendfile_bytes.inc_by(f.length);
                 } else {
                     copy_file(stream, f, idle).await?;
@@ -171,7 +174,8 @@ pub async fn write_response(
     if let Some(p) = pending.take() {
         write_bytes(stream, &p, idle).await?;
     }
-    Ok(())
+    // TLS keeps the last record's bytes until flushed.
+    within(idle, stream.flush()).await
 }
 
 /// `step` within `idle`, or `TimedOut`: the socket took nothing for that long.
@@ -186,7 +190,7 @@ async fn within<T>(idle: Duration, step: impl Future<Output = io::Result<T>>) ->
 }
 
 /// Bytes in steps small enough that each one's progress is timed.
-async fn write_bytes(stream: &mut TcpStream, bytes: &[u8], idle: Duration) -> io::Result<()> {
+async fn write_bytes(stream: &mut Transport, bytes: &[u8], idle: Duration) -> io::Result<()> {
     const STEP: usize = 256 << 10;
     for chunk in bytes.chunks(STEP) {
         within(idle, stream.write_all(chunk)).await?;
@@ -234,7 +238,7 @@ async fn send_file(stream: &mut TcpStream, f: &FileSlice, idle: Duration) -> io:
 }
 
 /// The file range through a buffer: what a transport without sendfile does.
-async fn copy_file(stream: &mut TcpStream, f: &FileSlice, idle: Duration) -> io::Result<()> {
+async fn copy_file(stream: &mut Transport, f: &FileSlice, idle: Duration) -> io::Result<()> {
     const CHUNK: u64 = 256 << 10;
     let mut pos = f.position;
     let end = f.position + f.length;

@@ -16,7 +16,7 @@ use crate::config::BrokerConfig;
 use crate::connection::serve_connection;
 use crate::connection_quotas::{raise_descriptor_limit, ConnectionQuotas, OverIpLimit};
 use crate::coordinator::{Coordinator, GroupConfig};
-use crate::dynamic_config::{Entities, LocalConfigs};
+use crate::dynamic_config::{Entities, LocalConfigs, LOCAL_FILE, USERS_FILE};
 use crate::fetch_session::FetchSessions;
 use crate::logline::log;
 use crate::memory::Memory;
@@ -24,13 +24,24 @@ use crate::metrics::{serve_metrics, Metrics};
 use crate::purgatory::Purgatory;
 use crate::replica_manager::ReplicaManager;
 use crate::replication::Replication;
+use crate::security::listeners::{Listener, SecurityProtocol};
+use crate::security::scram::{ScramCredential, ScramMechanism};
+use crate::security::{InterBroker, ListenerSecurity};
+
+fn config_bound(
+    listeners: &[Listener],
+    bound: &[(TcpListener, SocketAddr)],
+) -> Vec<(String, SecurityProtocol, SocketAddr)> {
+    listeners.iter().zip(bound).map(|(l, (_, addr))| (l.name.clone(), l.protocol, *addr)).collect()
+}
 
 /// What every request handler can see.
 pub struct Shared {
     pub store: Arc<Store>,
     pub config: BrokerConfig,
-    /// The host and port Metadata hands out.
-    pub advertised: (String, i32),
+    /// Every listener as Metadata hands it out (its bound port where it was
+    /// given as 0), in the order of `listeners`.
+    pub advertised: Vec<Listener>,
     pub cluster_id: String,
     pub metrics: Arc<Metrics>,
     /// The bytes of requests read and not yet answered (`queued.max.request.bytes`).
@@ -51,6 +62,9 @@ pub struct Shared {
     pub fetch_sessions: FetchSessions,
     /// A single broker's dynamic configs (a cluster member's are ZooKeeper's).
     pub local_configs: Option<LocalConfigs>,
+    /// A single broker's users: their SCRAM credentials (a cluster member's
+    /// are ZooKeeper's, `/config/users/<user>`).
+    pub local_users: Option<LocalConfigs>,
 }
 
 impl Shared {
@@ -63,15 +77,52 @@ impl Shared {
             (None, None) => Entities::new(),
         }
     }
+
+    /// Each user's configs (its SCRAM credentials): ZooKeeper's for a
+    /// cluster member, the store's for a single broker.
+    pub fn user_configs(&self) -> Entities {
+        match (&self.replication, &self.local_users) {
+            (Some(r), _) => r.view().user_configs.clone(),
+            (None, Some(local)) => local.get(),
+            (None, None) => Entities::new(),
+        }
+    }
+
+    /// `user`'s SCRAM credential for mechanism `m`, as Kafka stores it.
+    pub fn scram_credential(&self, user: &str, m: ScramMechanism) -> Option<ScramCredential> {
+        let text = match (&self.replication, &self.local_users) {
+            (Some(r), _) => r.view().user_configs.get(user)?.get(m.name())?.clone(),
+            (None, Some(local)) => local.get_entity(user)?.get(m.name())?.clone(),
+            (None, None) => return None,
+        };
+        ScramCredential::from_kafka(&text)
+    }
+
+    /// The name of the listener the request being handled came on (the
+    /// first listener's outside a request).
+    pub fn listener_name(&self) -> String {
+        crate::connection::listener_name()
+            .map_or_else(|| self.config.listeners[0].name.clone(), |l| l.to_string())
+    }
+
+    /// This broker's `(host, port)` as the client of the request being
+    /// handled reaches it: the endpoint of the listener it came on.
+    pub fn advertised_here(&self) -> (String, i32) {
+        let name = self.listener_name();
+        let l = self.advertised.iter().find(|l| l.name == name).unwrap_or(&self.advertised[0]);
+        (l.host.clone(), i32::from(l.port))
+    }
 }
 
 pub struct Broker {
     runtime: Option<tokio::runtime::Runtime>,
     shared: Arc<Shared>,
     local_addr: SocketAddr,
+    /// Each listener's name, protocol and bound address.
+    bound: Vec<(String, SecurityProtocol, SocketAddr)>,
     metrics_addr: Option<SocketAddr>,
     stop: watch::Sender<bool>,
-    server: Option<tokio::task::JoinHandle<()>>,
+    servers: Vec<tokio::task::JoinHandle<()>>,
     /// The ZooKeeper session loop of a cluster member.
     membership: Option<tokio::task::JoinHandle<()>>,
     stopped: bool,
@@ -101,25 +152,52 @@ impl Broker {
             .enable_all()
             .build()
             .map_err(io_err("starting the broker's runtime"))?;
-        let listen = config.listen.clone();
-        let listener =
-            runtime.block_on(TcpListener::bind(&listen)).map_err(io_err(&format!("binding {listen}")))?;
-        let local_addr = listener.local_addr().map_err(io_err("reading the bound address"))?;
-        if !local_addr.ip().is_loopback() {
-            // Every listener is PLAINTEXT without authentication.
-            log(
-                "warn",
-                "listening_without_authentication",
-                &[("address", &local_addr), ("why", &"any host that reaches it may read, write and delete")],
-            );
-        }
-        let advertised = match &config.advertised_listener {
-            Some(a) => {
-                let (host, port) = a.rsplit_once(':').unwrap_or((a, "9092"));
-                (host.to_string(), port.parse().unwrap_or(9092))
+        // Each listener's security first: a missing key file or a bad key is
+        // an error at start, not at a client's first connection.
+        let securities = config
+            .listeners
+            .iter()
+            .map(|l| ListenerSecurity::build(&config, l))
+            .collect::<Result<Vec<_>>>()?;
+        let inter_broker = InterBroker::build(&config)?;
+        let mut bound_listeners = Vec::with_capacity(config.listeners.len());
+        for l in &config.listeners {
+            let host = if l.host.is_empty() { "0.0.0.0" } else { l.host.as_str() };
+            let address = if host.contains(':') {
+                format!("[{host}]:{}", l.port)
+            } else {
+                format!("{host}:{}", l.port)
+            };
+            let listener = runtime
+                .block_on(TcpListener::bind(&address))
+                .map_err(io_err(&format!("binding listener {} to {address}", l.name)))?;
+            let addr = listener.local_addr().map_err(io_err("reading the bound address"))?;
+            if !addr.ip().is_loopback() && !l.protocol.sasl() && l.protocol != SecurityProtocol::Ssl {
+                log(
+                    "warn",
+                    "listening_without_authentication",
+                    &[
+                        ("listener", &l.name),
+                        ("address", &addr),
+                        ("why", &"any host that reaches it may read, write and delete"),
+                    ],
+                );
             }
-            None => (local_addr.ip().to_string(), i32::from(local_addr.port())),
-        };
+            bound_listeners.push((listener, addr));
+        }
+        let local_addr = bound_listeners[0].1;
+        // What Metadata hands out: `advertised.listeners`' entry for a
+        // listener, else where it is bound.
+        let advertised: Vec<Listener> = config
+            .listeners
+            .iter()
+            .zip(&bound_listeners)
+            .map(|(l, (_, addr))| {
+                config.advertised_listeners.iter().find(|a| a.name == l.name).cloned().unwrap_or_else(|| {
+                    Listener { host: addr.ip().to_string(), port: addr.port(), ..l.clone() }
+                })
+            })
+            .collect();
         let metrics = Arc::new(Metrics::default());
         let metrics_addr = match metrics_listen {
             Some(addr) => {
@@ -142,7 +220,7 @@ impl Broker {
                 let r = Replication::new(
                     store.clone(),
                     config.clone(),
-                    advertised.clone(),
+                    (advertised.clone(), inter_broker.clone()),
                     stored_cluster_id.clone(),
                     stop_rx.clone(),
                     metrics.clone(),
@@ -199,10 +277,12 @@ impl Broker {
             stop_rx.clone(),
         ));
         let fetch_sessions = FetchSessions::new(config.max_incremental_fetch_session_cache_slots);
-        let local_configs = match &replication {
-            Some(_) => None,
-            None => match LocalConfigs::open(store.path()) {
-                Ok(c) => Some(c),
+        let (local_configs, local_users) = match &replication {
+            Some(_) => (None, None),
+            None => match LocalConfigs::open(store.path(), LOCAL_FILE)
+                .and_then(|c| Ok((c, LocalConfigs::open(store.path(), USERS_FILE)?)))
+            {
+                Ok((c, u)) => (Some(c), Some(u)),
                 Err(e) => {
                     let _ = stop.send(true);
                     return Err(e);
@@ -223,30 +303,54 @@ impl Broker {
             replication,
             fetch_sessions,
             local_configs,
+            local_users,
         });
         runtime.spawn(shared.coordinator.clone().run_timer(stop_rx.clone()));
-        let (host, port) = &shared.advertised;
-        crate::cluster::announce(shared.store.path(), shared.config.node_id, &format!("{host}:{port}"))?;
+        crate::cluster::announce(
+            shared.store.path(),
+            shared.config.node_id,
+            &shared.advertised[0].address(),
+        )?;
         // Every append to the store, from this broker's requests or the
         // process's own producers, wakes the requests parked on its partition.
         shared.store.append_signal().set_listener(Some(Arc::new(move |topic: &str, partition: i32| {
             purgatory.changed(topic, partition)
         })));
-        let server = runtime.spawn(accept_loop(listener, shared.clone(), quotas, stop_rx));
+        let bound = config_bound(&shared.config.listeners, &bound_listeners);
+        let servers = bound_listeners
+            .into_iter()
+            .zip(securities)
+            .map(|((listener, _), security)| {
+                runtime.spawn(accept_loop(
+                    listener,
+                    security,
+                    shared.clone(),
+                    quotas.clone(),
+                    stop_rx.clone(),
+                ))
+            })
+            .collect();
         Ok(Broker {
             runtime: Some(runtime),
             shared,
             local_addr,
+            bound,
             metrics_addr,
             stop,
-            server: Some(server),
+            servers,
             membership,
             stopped: false,
         })
     }
 
+    /// The first listener's bound address.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// Every listener: its name, security protocol and bound address.
+    pub fn listeners(&self) -> &[(String, SecurityProtocol, SocketAddr)] {
+        &self.bound
     }
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics_addr
@@ -280,8 +384,16 @@ impl Broker {
         let _ = self.stop.send(true);
         // Members waiting in a join or sync are answered now, not at the grace's end.
         self.shared.coordinator.shutdown();
-        if let (Some(rt), Some(server)) = (self.runtime.as_ref(), self.server.take()) {
-            let _ = rt.block_on(async { tokio::time::timeout(grace, server).await });
+        if let Some(rt) = self.runtime.as_ref() {
+            let servers = std::mem::take(&mut self.servers);
+            let _ = rt.block_on(async {
+                tokio::time::timeout(grace, async {
+                    for s in servers {
+                        let _ = s.await;
+                    }
+                })
+                .await
+            });
         }
         // Deregistered (and the controller given up) before the runtime goes.
         if let (Some(rt), Some(task)) = (self.runtime.as_ref(), self.membership.take()) {
@@ -310,6 +422,7 @@ impl Drop for Broker {
 /// as soon as it is accepted.
 async fn accept_loop(
     listener: TcpListener,
+    security: Arc<ListenerSecurity>,
     shared: Arc<Shared>,
     quotas: Arc<ConnectionQuotas>,
     mut stop: watch::Receiver<bool>,
@@ -339,7 +452,8 @@ async fn accept_loop(
                     Ok(admitted) => {
                         let _ = stream.set_nodelay(true);
                         shared.metrics.connections_created.inc();
-                        let serving = serve_connection(stream, peer, shared.clone(), stop.clone());
+                        let serving =
+                            serve_connection(stream, peer, security.clone(), shared.clone(), stop.clone());
                         connections.spawn(async move {
                             serving.await;
                             drop(admitted);

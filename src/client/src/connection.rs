@@ -88,6 +88,8 @@ requests! {
     DescribeGroups: DescribeGroupsRequest => DescribeGroupsResponse,
     DeleteGroups: DeleteGroupsRequest => DeleteGroupsResponse,
     OffsetForLeaderEpoch: OffsetForLeaderEpochRequest => OffsetForLeaderEpochResponse,
+    SaslHandshake: SaslHandshakeRequest => SaslHandshakeResponse,
+    SaslAuthenticate: SaslAuthenticateRequest => SaslAuthenticateResponse,
 }
 
 /// `request` at `version` as a frame to send: the size prefix, the request

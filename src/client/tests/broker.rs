@@ -31,8 +31,11 @@ struct Setup {
 fn start(advertised: Option<String>) -> Setup {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path(), &BTreeMap::new(), false).expect("store");
-    let config =
-        BrokerConfig { listen: "127.0.0.1:0".into(), advertised_listener: advertised, ..Default::default() };
+    let mut keys = BTreeMap::from([("listeners".to_string(), "127.0.0.1:0".to_string())]);
+    if let Some(a) = advertised {
+        keys.insert("advertised.listeners".into(), a);
+    }
+    let config = BrokerConfig::from_map(&keys).expect("config");
     let broker = Broker::start(store.clone(), config, None).expect("broker");
     Setup { store, broker, _dir: dir }
 }

@@ -28,10 +28,9 @@ fn start(topics: &[(&str, i32)]) -> Setup {
         store.create_topic(t, *n, &BTreeMap::new()).expect("topic");
     }
     let config = BrokerConfig {
-        listen: "127.0.0.1:0".into(),
         group_initial_rebalance_delay_ms: 0,
         group_min_session_timeout_ms: 500,
-        ..Default::default()
+        ..BrokerConfig::listening_on("127.0.0.1:0").expect("config")
     };
     let broker = Broker::start(store.clone(), config, None).expect("broker");
     Setup { _store: store, broker, _dir: dir }

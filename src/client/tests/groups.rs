@@ -29,7 +29,7 @@ fn a_group_that_only_stores_offsets_through_its_life() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path(), &BTreeMap::new(), false).expect("store");
     store.create_topic("t", 2, &BTreeMap::new()).expect("topic");
-    let config = BrokerConfig { listen: "127.0.0.1:0".into(), ..Default::default() };
+    let config = BrokerConfig::listening_on("127.0.0.1:0").expect("config");
     let mut broker = Broker::start(store.clone(), config, None).expect("broker");
     let client = ClientConfig {
         request_timeout: Duration::from_secs(10),

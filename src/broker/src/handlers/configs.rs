@@ -154,12 +154,25 @@ pub fn describe_topic(
 pub fn describe_broker(broker: &BrokerConfig, store: &StoreConfig) -> Vec<Described> {
     let bd = BrokerConfig::default();
     let sd = StoreConfig::default();
-    let listener = |l: &str| format!("PLAINTEXT://{l}");
+    let endpoints = |ls: &[crate::security::listeners::Listener]| {
+        ls.iter().map(|l| l.endpoint()).collect::<Vec<_>>().join(",")
+    };
     let mut rows: Vec<(&str, Option<String>, Option<String>, i8)> = vec![
         ("broker.id", Some(broker.node_id.to_string()), Some(bd.node_id.to_string()), TYPE_INT),
         ("node.id", Some(broker.node_id.to_string()), Some(bd.node_id.to_string()), TYPE_INT),
-        ("listeners", Some(listener(&broker.listen)), Some(listener(&bd.listen)), TYPE_LIST),
-        ("advertised.listeners", broker.advertised_listener.as_deref().map(listener), None, TYPE_LIST),
+        ("listeners", Some(endpoints(&broker.listeners)), Some(endpoints(&bd.listeners)), TYPE_LIST),
+        (
+            "advertised.listeners",
+            (!broker.advertised_listeners.is_empty()).then(|| endpoints(&broker.advertised_listeners)),
+            None,
+            TYPE_LIST,
+        ),
+        (
+            "inter.broker.listener.name",
+            Some(broker.inter_broker_listener.clone()),
+            Some(bd.inter_broker_listener.clone()),
+            TYPE_STRING,
+        ),
         (
             "socket.request.max.bytes",
             Some(broker.socket_request_max_bytes.to_string()),

@@ -23,25 +23,27 @@ const CLUSTER_OPERATIONS: &[i32] = &[5, 7, 8, 9, 10, 11, 12];
 
 pub async fn handle(shared: &Arc<Shared>, r: DescribeClusterRequest, version: i16) -> Reply {
     let node = shared.config.node_id;
-    let (host, port) = &shared.advertised;
+    let (host, port) = shared.advertised_here();
+    let listener = shared.listener_name();
     let (controller, brokers) = match &shared.replication {
         None => (
             node,
             vec![DescribeClusterBroker::default()
                 .with_broker_id(BrokerId(node))
-                .with_host(StrBytes::from_string(host.clone()))
-                .with_port(*port)],
+                .with_host(StrBytes::from_string(host))
+                .with_port(port)],
         ),
         Some(r) => {
             let view = r.view();
             let brokers = view
                 .brokers
                 .values()
-                .map(|b| {
+                .filter_map(|b| Some((b, b.endpoint(&listener)?)))
+                .map(|(b, e)| {
                     DescribeClusterBroker::default()
                         .with_broker_id(BrokerId(b.id))
-                        .with_host(StrBytes::from_string(b.host.clone()))
-                        .with_port(b.port)
+                        .with_host(StrBytes::from_string(e.host.clone()))
+                        .with_port(e.port)
                         .with_rack(b.rack.clone().map(StrBytes::from_string))
                 })
                 .collect();

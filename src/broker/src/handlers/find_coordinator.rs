@@ -22,10 +22,11 @@ pub async fn handle(shared: &Arc<Shared>, r: FindCoordinatorRequest, version: i1
         .with_port(-1);
     let found = match r.key_type {
         0 => match &shared.replication {
-            None => Ok((shared.config.node_id, shared.advertised.clone())),
-            Some(rep) => {
-                rep.group_coordinator(r.key.as_str()).await.map(|(id, host, port)| (id, (host, port)))
-            }
+            None => Ok((shared.config.node_id, shared.advertised_here())),
+            Some(rep) => rep
+                .group_coordinator(r.key.as_str(), &shared.listener_name())
+                .await
+                .map(|(id, host, port)| (id, (host, port))),
         },
         1 => Err((
             ResponseError::CoordinatorNotAvailable.code(),

@@ -81,7 +81,7 @@ fn shared() -> (tempfile::TempDir, Arc<Shared>) {
         store,
         coordinator,
         config,
-        advertised: ("127.0.0.1".into(), 9092),
+        advertised: BrokerConfig::default().listeners,
         cluster_id: "test-cluster".into(),
         metrics,
         request_memory: crate::memory::Memory::default(),
@@ -90,7 +90,12 @@ fn shared() -> (tempfile::TempDir, Arc<Shared>) {
         replica_manager,
         replication: None,
         fetch_sessions: crate::fetch_session::FetchSessions::new(4),
-        local_configs: Some(crate::dynamic_config::LocalConfigs::open(dir.path()).unwrap()),
+        local_configs: Some(
+            crate::dynamic_config::LocalConfigs::open(dir.path(), crate::dynamic_config::LOCAL_FILE).unwrap(),
+        ),
+        local_users: Some(
+            crate::dynamic_config::LocalConfigs::open(dir.path(), crate::dynamic_config::USERS_FILE).unwrap(),
+        ),
     });
     (dir, shared)
 }
@@ -249,6 +254,37 @@ fn request(key: ApiKey) -> RequestKind {
         ApiKey::ListPartitionReassignments => RequestKind::ListPartitionReassignments(
             kafka_protocol::messages::ListPartitionReassignmentsRequest::default(),
         ),
+        ApiKey::SaslHandshake => RequestKind::SaslHandshake(
+            kafka_protocol::messages::SaslHandshakeRequest::default()
+                .with_mechanism(StrBytes::from_static_str("SCRAM-SHA-256")),
+        ),
+        ApiKey::SaslAuthenticate => RequestKind::SaslAuthenticate(
+            kafka_protocol::messages::SaslAuthenticateRequest::default()
+                .with_auth_bytes(Bytes::from_static(b"n,,n=u,r=abc")),
+        ),
+        ApiKey::DescribeUserScramCredentials => RequestKind::DescribeUserScramCredentials(
+            kafka_protocol::messages::DescribeUserScramCredentialsRequest::default().with_users(Some(vec![
+                kafka_protocol::messages::describe_user_scram_credentials_request::UserName::default()
+                    .with_name(StrBytes::from_static_str("alice")),
+            ])),
+        ),
+        ApiKey::AlterUserScramCredentials => {
+            use kafka_protocol::messages::alter_user_scram_credentials_request::{
+                ScramCredentialDeletion, ScramCredentialUpsertion,
+            };
+            RequestKind::AlterUserScramCredentials(
+                kafka_protocol::messages::AlterUserScramCredentialsRequest::default()
+                    .with_upsertions(vec![ScramCredentialUpsertion::default()
+                        .with_name(StrBytes::from_static_str("alice"))
+                        .with_mechanism(1)
+                        .with_iterations(4096)
+                        .with_salt(Bytes::from_static(b"salt"))
+                        .with_salted_password(Bytes::from_static(&[7; 32]))])
+                    .with_deletions(vec![ScramCredentialDeletion::default()
+                        .with_name(StrBytes::from_static_str("bob"))
+                        .with_mechanism(2)]),
+            )
+        }
         other => panic!("no seed request for {other:?}: add one here, so the API is fuzzed"),
     }
 }

@@ -175,14 +175,18 @@ async fn handle_replicated(
             })
             .collect(),
     };
+    // Each broker as the client's listener reaches it; one without that
+    // listener is left out, as Kafka leaves it out.
+    let listener = shared.listener_name();
     let brokers = view
         .brokers
         .values()
-        .map(|b| {
+        .filter_map(|b| Some((b, b.endpoint(&listener)?)))
+        .map(|(b, e)| {
             MetadataResponseBroker::default()
                 .with_node_id(BrokerId(b.id))
-                .with_host(StrBytes::from_string(b.host.clone()))
-                .with_port(b.port)
+                .with_host(StrBytes::from_string(e.host.clone()))
+                .with_port(e.port)
                 .with_rack(b.rack.clone().map(StrBytes::from_string))
         })
         .collect();
@@ -225,12 +229,12 @@ pub async fn handle(shared: &Arc<Shared>, r: MetadataRequest, version: i16) -> R
         }
     })
     .await;
-    let (host, port) = &shared.advertised;
+    let (host, port) = shared.advertised_here();
     let response = MetadataResponse::default()
         .with_brokers(vec![MetadataResponseBroker::default()
             .with_node_id(BrokerId(node))
-            .with_host(StrBytes::from_string(host.clone()))
-            .with_port(*port)])
+            .with_host(StrBytes::from_string(host))
+            .with_port(port)])
         .with_cluster_id(Some(StrBytes::from_string(shared.cluster_id.clone())))
         .with_controller_id(BrokerId(node))
         .with_topics(topics);

@@ -38,7 +38,9 @@ mod offset_delete;
 mod offset_fetch;
 mod offset_for_leader_epoch;
 mod produce;
+mod sasl;
 mod sync_group;
+mod user_scram_credentials;
 
 use std::sync::Arc;
 
@@ -96,6 +98,18 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeGroups, describe_groups::VERSIONS.0, describe_groups::VERSIONS.1),
     (ApiKey::DeleteGroups, delete_groups::VERSIONS.0, delete_groups::VERSIONS.1),
     (ApiKey::OffsetDelete, offset_delete::VERSIONS.0, offset_delete::VERSIONS.1),
+    (ApiKey::SaslHandshake, sasl::HANDSHAKE_VERSIONS.0, sasl::HANDSHAKE_VERSIONS.1),
+    (ApiKey::SaslAuthenticate, sasl::AUTHENTICATE_VERSIONS.0, sasl::AUTHENTICATE_VERSIONS.1),
+    (
+        ApiKey::DescribeUserScramCredentials,
+        user_scram_credentials::DESCRIBE_VERSIONS.0,
+        user_scram_credentials::DESCRIBE_VERSIONS.1,
+    ),
+    (
+        ApiKey::AlterUserScramCredentials,
+        user_scram_credentials::ALTER_VERSIONS.0,
+        user_scram_credentials::ALTER_VERSIONS.1,
+    ),
 ];
 
 pub fn supported(key: ApiKey) -> Option<(i16, i16)> {
@@ -166,6 +180,10 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::DescribeGroups => "DescribeGroups",
         ApiKey::DeleteGroups => "DeleteGroups",
         ApiKey::OffsetDelete => "OffsetDelete",
+        ApiKey::SaslHandshake => "SaslHandshake",
+        ApiKey::SaslAuthenticate => "SaslAuthenticate",
+        ApiKey::DescribeUserScramCredentials => "DescribeUserScramCredentials",
+        ApiKey::AlterUserScramCredentials => "AlterUserScramCredentials",
         _ => "Other",
     }
 }
@@ -247,6 +265,10 @@ pub async fn handle(shared: &Arc<Shared>, frame: Bytes) -> Outcome {
         RequestKind::DescribeGroups(r) => describe_groups::handle(shared, r, version).await,
         RequestKind::DeleteGroups(r) => delete_groups::handle(shared, r).await,
         RequestKind::OffsetDelete(r) => offset_delete::handle(shared, r).await,
+        RequestKind::SaslHandshake(_) => sasl::handshake(),
+        RequestKind::SaslAuthenticate(_) => sasl::authenticate(),
+        RequestKind::DescribeUserScramCredentials(r) => user_scram_credentials::describe(shared, r),
+        RequestKind::AlterUserScramCredentials(r) => user_scram_credentials::alter(shared, r).await,
         _ => return Outcome::Close { api, reason: format!("{api} is not served by this broker") },
     };
     match reply {

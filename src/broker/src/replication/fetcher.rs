@@ -20,7 +20,7 @@ use kafka_protocol::messages::offset_for_leader_epoch_request::{
 };
 use kafka_protocol::messages::{
     BrokerId, FetchRequest, FetchResponse, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
-    TopicName,
+    SaslAuthenticateRequest, SaslHandshakeRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError as E;
@@ -29,13 +29,18 @@ use seglog_core::leader_epoch::{UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
 use seglog_core::log::PartitionLog;
 use seglog_core::record::batch::whole_batches_len;
 use seglog_core::record::RecordBatch;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::partition::Followed;
 use super::shutdown::wire;
 use super::Replication;
 use crate::logline::log as note;
+use crate::security::sasl::{Login, Mechanism};
+use crate::security::InterBroker;
+
+/// How long connecting to another broker may take (TCP, TLS, each SASL step).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Fetch v11 (the broker's newest: current leader epochs, KIP-320) and
 /// OffsetForLeaderEpoch v3 (with the replica id).
@@ -44,20 +49,85 @@ const EPOCH_VERSION: i16 = 3;
 /// `replica.fetch.backoff.ms`.
 const BACKOFF: Duration = Duration::from_millis(500);
 
-/// A connection to another broker, for the requests one broker sends another.
+/// A byte stream to another broker: TCP, or TLS over it.
+trait LinkStream: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> LinkStream for T {}
+
+/// A connection to another broker, for the requests one broker sends another,
+/// over the inter-broker listener's protocol (TLS, then a SASL login, where
+/// it has them).
 pub(super) struct Link {
-    stream: TcpStream,
+    stream: Box<dyn LinkStream>,
     next_correlation: i32,
     client_id: &'static str,
 }
 
 impl Link {
-    pub(super) async fn connect(addr: &str, client_id: &'static str) -> std::io::Result<Link> {
-        let stream = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(addr)).await.map_err(
-            |_| std::io::Error::new(std::io::ErrorKind::TimedOut, format!("connecting to {addr}")),
-        )??;
-        stream.set_nodelay(true)?;
-        Ok(Link { stream, next_correlation: 0, client_id })
+    pub(super) async fn connect(
+        addr: &str,
+        client_id: &'static str,
+        security: &InterBroker,
+    ) -> std::io::Result<Link> {
+        let timed_out = || std::io::Error::new(std::io::ErrorKind::TimedOut, format!("connecting to {addr}"));
+        let tcp = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+            .await
+            .map_err(|_| timed_out())??;
+        tcp.set_nodelay(true)?;
+        let stream: Box<dyn LinkStream> = match &security.tls {
+            None => Box::new(tcp),
+            Some(connector) => {
+                let host = addr
+                    .rsplit_once(':')
+                    .map_or(addr, |(h, _)| h)
+                    .trim_start_matches('[')
+                    .trim_end_matches(']');
+                let name = rustls::pki_types::ServerName::try_from(host.to_string()).map_err(|e| {
+                    std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{addr}: {e}"))
+                })?;
+                let tls = tokio::time::timeout(CONNECT_TIMEOUT, connector.connect(name, tcp))
+                    .await
+                    .map_err(|_| timed_out())??;
+                Box::new(tls)
+            }
+        };
+        let mut link = Link { stream, next_correlation: 0, client_id };
+        if let Some((mechanism, user, password)) = &security.login {
+            link.login(*mechanism, user, password).await.map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!("SASL {} login to {addr} as {user}: {e}", mechanism.name()),
+                )
+            })?;
+        }
+        Ok(link)
+    }
+
+    /// SaslHandshake v1, then SaslAuthenticate v1 until the login is done.
+    async fn login(&mut self, mechanism: Mechanism, user: &str, password: &str) -> std::io::Result<()> {
+        let refused = |what: String| std::io::Error::new(std::io::ErrorKind::PermissionDenied, what);
+        let handshake =
+            SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism.name()));
+        let answer = self.call(1, &handshake, CONNECT_TIMEOUT).await?;
+        if answer.error_code != 0 {
+            return Err(refused(format!(
+                "the broker does not serve {} (error {})",
+                mechanism.name(),
+                answer.error_code
+            )));
+        }
+        let (mut login, mut token) = Login::start(mechanism, user, password);
+        loop {
+            let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token));
+            let answer = self.call(1, &request, CONNECT_TIMEOUT).await?;
+            if answer.error_code != 0 {
+                let message = answer.error_message.as_ref().map_or("", |m| m.as_str()).to_string();
+                return Err(refused(message));
+            }
+            match login.step(&answer.auth_bytes).map_err(refused)? {
+                Some(next) => token = next,
+                None => return Ok(()),
+            }
+        }
     }
 
     /// One request and its answer, framed by seglog-client's codec: the
@@ -152,7 +222,7 @@ pub async fn run(me: Arc<Replication>, leader: i32) {
     while !me.stopped() {
         changes.borrow_and_update();
         let followed = me.followed_from(leader);
-        let addr = me.view().brokers.get(&leader).map(|b| format!("{}:{}", b.host, b.port));
+        let addr = me.view().brokers.get(&leader).and_then(|b| b.address(&me.config.inter_broker_listener));
         let (false, Some(addr)) = (followed.is_empty(), addr) else {
             link = None;
             session = Session::default();
@@ -160,7 +230,7 @@ pub async fn run(me: Arc<Replication>, leader: i32) {
             continue;
         };
         if link.is_none() {
-            match Link::connect(&addr, "seglog-replica-fetcher").await {
+            match Link::connect(&addr, "seglog-replica-fetcher", &me.inter_broker).await {
                 Ok(l) => link = Some(l),
                 Err(e) => {
                     note(

@@ -58,12 +58,17 @@ use crate::config::BrokerConfig;
 use crate::logline::log;
 use crate::metrics::Metrics;
 use crate::purgatory::Purgatory;
+use crate::security::listeners::Listener;
+use crate::security::InterBroker;
 
 pub struct Replication {
     node_id: i32,
     config: BrokerConfig,
     store: Arc<Store>,
-    advertised: (String, i32),
+    /// Every listener, as advertised in the registration.
+    advertised: Vec<Listener>,
+    /// How this broker connects to the others.
+    pub(crate) inter_broker: Arc<InterBroker>,
     /// The current session's client; `None` while there is none.
     client: Mutex<Option<Client>>,
     view: RwLock<Arc<ClusterView>>,
@@ -116,7 +121,7 @@ impl Replication {
     pub fn new(
         store: Arc<Store>,
         config: BrokerConfig,
-        advertised: (String, i32),
+        (advertised, inter_broker): (Vec<Listener>, Arc<InterBroker>),
         cluster_id: Option<String>,
         stopping: watch::Receiver<bool>,
         metrics: Arc<Metrics>,
@@ -128,6 +133,7 @@ impl Replication {
             config,
             store,
             advertised,
+            inter_broker,
             client: Mutex::new(None),
             view: RwLock::new(Arc::new(ClusterView::default())),
             partitions: RwLock::new(HashMap::new()),
@@ -328,8 +334,16 @@ impl Replication {
         let ephemeral = CreateMode::Ephemeral.with_acls(zookeeper_client::Acls::anyone_all());
         let me = znodes::BrokerRegistration {
             id: self.node_id,
-            host: self.advertised.0.clone(),
-            port: self.advertised.1,
+            endpoints: self
+                .advertised
+                .iter()
+                .map(|l| znodes::Endpoint {
+                    listener: l.name.clone(),
+                    host: l.host.clone(),
+                    port: i32::from(l.port),
+                    protocol: l.protocol.name().to_string(),
+                })
+                .collect(),
             rack: self.config.rack.clone(),
             epoch: 0,
             seglog: true,

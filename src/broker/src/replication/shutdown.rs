@@ -96,7 +96,13 @@ impl Replication {
             return Err((E::NotController.code(), format!("controller {c} is not registered")));
         };
         let epoch = view.brokers.get(&self.node_id).map_or(-1, |me| me.epoch);
-        let mut link = Link::connect(&format!("{}:{}", b.host, b.port), "seglog-controlled-shutdown")
+        let Some(addr) = b.address(&self.config.inter_broker_listener) else {
+            return Err((
+                E::NetworkException.code(),
+                format!("controller {c} has no listener {}", self.config.inter_broker_listener),
+            ));
+        };
+        let mut link = Link::connect(&addr, "seglog-controlled-shutdown", &self.inter_broker)
             .await
             .map_err(unreachable)?;
         let request = wire::Request { broker_id: self.node_id, broker_epoch: epoch };

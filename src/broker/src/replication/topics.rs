@@ -63,7 +63,11 @@ impl Replication {
     /// `__consumer_offsets`, with its address; or Kafka's code and message
     /// for why none is. A cluster without the topic has it created (as
     /// Kafka's first FindCoordinator does) and is told to ask again.
-    pub async fn group_coordinator(&self, group: &str) -> Result<(i32, String, i32), (i16, String)> {
+    pub async fn group_coordinator(
+        &self,
+        group: &str,
+        listener: &str,
+    ) -> Result<(i32, String, i32), (i16, String)> {
         use kafka_protocol::ResponseError as E;
         use seglog_core::group::{offsets_partition, OFFSETS_TOPIC};
         let view = self.view();
@@ -73,8 +77,8 @@ impl Replication {
         };
         let p = offsets_partition(group, topic.assignment.len() as i32);
         let leader = topic.states.get(p as usize).and_then(|s| s.as_ref()).map_or(-1, |s| s.state.leader);
-        match view.brokers.get(&leader) {
-            Some(b) => Ok((leader, b.host.clone(), b.port)),
+        match view.brokers.get(&leader).and_then(|b| b.endpoint(listener)) {
+            Some(e) => Ok((leader, e.host.clone(), e.port)),
             None => Err((
                 E::CoordinatorNotAvailable.code(),
                 format!("partition {p} of {OFFSETS_TOPIC}, which holds group {group:?}, has no leader"),
@@ -199,6 +203,57 @@ impl Replication {
         Ok(())
     }
 
+    /// Changes a user's configs in `/config/users/<user>` to what `change`
+    /// makes of them, conditionally on the znode's version (a concurrent
+    /// change is read again and `change` applied to it); an empty result
+    /// deletes the znode.
+    pub async fn update_user_config(
+        &self,
+        user: &str,
+        mut change: impl FnMut(&BTreeMap<String, String>) -> BTreeMap<String, String>,
+    ) -> Result<(), (i16, String)> {
+        let client = self.connected()?;
+        let path = znodes::user_config_path(user);
+        let persistent = CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+        for _ in 0..10 {
+            let (current, version) = match client.get_data(&path).await {
+                Ok((d, stat)) => (znodes::config_from_json(&d), Some(stat.version)),
+                Err(ZkError::NoNode) => (BTreeMap::new(), None),
+                Err(e) => return Err(refusal(e)),
+            };
+            let wanted = change(&current);
+            let written = match (version, wanted.is_empty()) {
+                (None, true) => Ok(()),
+                (Some(v), true) => client.delete(&path, Some(v)).await,
+                (Some(v), false) => {
+                    client.set_data(&path, &znodes::config_to_json(&wanted), Some(v)).await.map(drop)
+                }
+                (None, false) => {
+                    match client.create(&path, &znodes::config_to_json(&wanted), &persistent).await {
+                        Err(ZkError::NoNode) => {
+                            // `/config/users` itself is missing on a new cluster.
+                            let _ = client.create(znodes::CONFIG_USERS, b"", &persistent).await;
+                            Err(ZkError::BadVersion)
+                        }
+                        other => other.map(drop),
+                    }
+                }
+            };
+            match written {
+                Ok(()) => {
+                    self.announce_config_change(&client, &format!("users/{user}")).await?;
+                    return Ok(());
+                }
+                Err(ZkError::BadVersion | ZkError::NodeExists | ZkError::NoNode) => continue,
+                Err(e) => return Err(refusal(e)),
+            }
+        }
+        Err((
+            kafka_protocol::ResponseError::UnknownServerError.code(),
+            format!("user {user}'s configs kept changing under this change"),
+        ))
+    }
+
     /// Writes a config znode (its version after the write) and, while a Kafka
     /// broker is a member, the `/config/changes` notification by which Kafka
     /// brokers learn of it (Kafka's brokers delete old notifications; with
@@ -214,6 +269,13 @@ impl Replication {
             }
             Err(e) => return Err(refusal(e)),
         };
+        self.announce_config_change(&client, entity_path).await?;
+        Ok(version)
+    }
+
+    /// The `/config/changes` notification of a changed entity, while a Kafka
+    /// broker is a member to read (and delete) it.
+    async fn announce_config_change(&self, client: &Client, entity_path: &str) -> Result<(), (i16, String)> {
         if self.view().has_kafka_broker() {
             let sequential = CreateMode::PersistentSequential.with_acls(zookeeper_client::Acls::anyone_all());
             let change = format!("{}/config_change_", znodes::CONFIG_CHANGES);
@@ -222,7 +284,7 @@ impl Replication {
                 .await
                 .map_err(refusal)?;
         }
-        Ok(version)
+        Ok(())
     }
 
     /// Deletes a topic's znodes (its partition states, assignment and

@@ -63,6 +63,8 @@ pub struct ClusterView {
     pub topics: BTreeMap<String, TopicView>,
     /// Dynamic broker configs per entity (`/config/brokers/<entity>`).
     pub broker_configs: crate::dynamic_config::Entities,
+    /// Each user's configs (`/config/users/<user>`): its SCRAM credentials.
+    pub user_configs: crate::dynamic_config::Entities,
 }
 
 impl ClusterView {
@@ -126,6 +128,11 @@ pub async fn read(client: &Client) -> Result<ClusterView, ZkError> {
     for entity in children(client, znodes::CONFIG_BROKERS).await? {
         if let Some((d, _)) = data(client, &znodes::broker_config_path(&entity)).await? {
             view.broker_configs.insert(entity, znodes::config_from_json(&d));
+        }
+    }
+    for user in children(client, znodes::CONFIG_USERS).await? {
+        if let Some((d, _)) = data(client, &znodes::user_config_path(&user)).await? {
+            view.user_configs.insert(user, znodes::config_from_json(&d));
         }
     }
     view.controller =

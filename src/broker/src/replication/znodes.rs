@@ -10,6 +10,7 @@ pub const BROKER_IDS: &str = "/brokers/ids";
 pub const BROKER_TOPICS: &str = "/brokers/topics";
 pub const CONFIG_TOPICS: &str = "/config/topics";
 pub const CONFIG_BROKERS: &str = "/config/brokers";
+pub const CONFIG_USERS: &str = "/config/users";
 /// Where a config change is announced to Kafka brokers (sequential
 /// `config_change_` znodes naming the entity changed).
 pub const CONFIG_CHANGES: &str = "/config/changes";
@@ -54,10 +55,24 @@ pub fn broker_config_path(entity: &str) -> String {
     format!("{CONFIG_BROKERS}/{entity}")
 }
 
+/// `/config/users/<user>`: a user's SCRAM credentials (and quotas).
+pub fn user_config_path(user: &str) -> String {
+    format!("{CONFIG_USERS}/{user}")
+}
+
 /// A `/config/changes/config_change_` notification: `entity_path` is
 /// `topics/T` or `brokers/<entity>`.
 pub fn config_change_to_json(entity_path: &str) -> Vec<u8> {
     json!({"version": 2, "entity_path": entity_path}).to_string().into_bytes()
+}
+
+/// One listener of a registered broker: `NAME://host:port` and its protocol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    pub listener: String,
+    pub host: String,
+    pub port: i32,
+    pub protocol: String,
 }
 
 /// `/brokers/ids/N` (version 5 of Kafka's registration). The broker epoch is
@@ -65,8 +80,8 @@ pub fn config_change_to_json(entity_path: &str) -> Vec<u8> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct BrokerRegistration {
     pub id: i32,
-    pub host: String,
-    pub port: i32,
+    /// Every listener, as advertised.
+    pub endpoints: Vec<Endpoint>,
     pub rack: Option<String>,
     /// The zxid that created the registration: a new one after every restart
     /// or expired session.
@@ -76,14 +91,37 @@ pub struct BrokerRegistration {
     pub seglog: bool,
 }
 
+fn address(host: &str, port: i32) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
 impl BrokerRegistration {
+    /// The endpoint of `listener`, where clients of that listener (or, for
+    /// the inter-broker listener, other brokers) connect.
+    pub fn endpoint(&self, listener: &str) -> Option<&Endpoint> {
+        self.endpoints.iter().find(|e| e.listener == listener)
+    }
+
+    /// `host:port` of `listener`.
+    pub fn address(&self, listener: &str) -> Option<String> {
+        self.endpoint(listener).map(|e| address(&e.host, e.port))
+    }
+
     pub fn to_json(&self, now_ms: i64) -> Vec<u8> {
+        // `host` and `port` are the PLAINTEXT endpoint's, as Kafka writes them.
+        let plaintext = self.endpoints.iter().find(|e| e.protocol == "PLAINTEXT");
+        let map: serde_json::Map<String, Value> =
+            self.endpoints.iter().map(|e| (e.listener.clone(), Value::String(e.protocol.clone()))).collect();
         let mut v = json!({
             "version": 5,
-            "host": self.host,
-            "port": self.port,
-            "endpoints": [format!("PLAINTEXT://{}:{}", self.host, self.port)],
-            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+            "host": plaintext.map(|e| e.host.clone()),
+            "port": plaintext.map_or(-1, |e| e.port),
+            "endpoints": self.endpoints.iter().map(|e| format!("{}://{}", e.listener, address(&e.host, e.port))).collect::<Vec<_>>(),
+            "listener_security_protocol_map": map,
             "jmx_port": -1,
             "timestamp": now_ms.to_string(),
             "features": {},
@@ -97,19 +135,31 @@ impl BrokerRegistration {
 
     pub fn from_json(id: i32, data: &[u8], epoch: i64) -> Option<BrokerRegistration> {
         let v: Value = serde_json::from_slice(data).ok()?;
-        let (mut host, mut port) = (v["host"].as_str().map(str::to_string), v["port"].as_i64());
-        // Version 2+ may leave host/port out and list endpoints only.
-        if host.is_none() || port.is_none() {
-            let ep = v["endpoints"].as_array()?.first()?.as_str()?;
-            let hp = ep.split_once("://").map_or(ep, |(_, rest)| rest);
+        let map = v["listener_security_protocol_map"].as_object();
+        let mut endpoints = Vec::new();
+        for ep in v["endpoints"].as_array().into_iter().flatten() {
+            let (listener, hp) = ep.as_str()?.split_once("://")?;
             let (h, p) = hp.rsplit_once(':')?;
-            host = Some(h.to_string());
-            port = p.parse().ok();
+            let protocol = map.and_then(|m| m.get(listener)?.as_str()).unwrap_or(listener);
+            endpoints.push(Endpoint {
+                listener: listener.to_string(),
+                host: h.trim_start_matches('[').trim_end_matches(']').to_string(),
+                port: p.parse().ok()?,
+                protocol: protocol.to_string(),
+            });
+        }
+        // Version 1 has host and port alone: a PLAINTEXT listener.
+        if endpoints.is_empty() {
+            endpoints.push(Endpoint {
+                listener: "PLAINTEXT".into(),
+                host: v["host"].as_str()?.to_string(),
+                port: i32::try_from(v["port"].as_i64()?).ok()?,
+                protocol: "PLAINTEXT".into(),
+            });
         }
         Some(BrokerRegistration {
             id,
-            host: host?,
-            port: i32::try_from(port?).ok()?,
+            endpoints,
             rack: v["rack"].as_str().map(str::to_string),
             epoch,
             seglog: v["seglog_version"].is_string(),

@@ -4,23 +4,40 @@ use super::*;
 
 #[test]
 fn kafka_json_round_trips() {
+    let ep = |listener: &str, host: &str, port: i32, protocol: &str| Endpoint {
+        listener: listener.into(),
+        host: host.into(),
+        port,
+        protocol: protocol.into(),
+    };
     let r = BrokerRegistration {
         id: 2,
-        host: "127.0.0.1".into(),
-        port: 9093,
+        endpoints: vec![
+            ep("INTERNAL", "127.0.0.1", 9093, "SASL_SSL"),
+            ep("PLAINTEXT", "::1", 9094, "PLAINTEXT"),
+        ],
         rack: Some("r2".into()),
         epoch: 7,
         seglog: true,
     };
+    let json: Value = serde_json::from_slice(&r.to_json(1)).unwrap();
+    assert_eq!(json["endpoints"], json!(["INTERNAL://127.0.0.1:9093", "PLAINTEXT://[::1]:9094"]));
+    assert_eq!(
+        json["listener_security_protocol_map"],
+        json!({"INTERNAL": "SASL_SSL", "PLAINTEXT": "PLAINTEXT"})
+    );
+    assert_eq!((json["host"].as_str(), json["port"].as_i64()), (Some("::1"), Some(9094)));
     let back = BrokerRegistration::from_json(2, &r.to_json(1), 7).unwrap();
     assert_eq!(back, r);
+    assert_eq!(back.address("PLAINTEXT").as_deref(), Some("[::1]:9094"));
+    assert_eq!(back.address("SSL"), None);
     let kafka = br#"{"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},"endpoints":["PLAINTEXT://k1:9092"],"jmx_port":-1,"features":{},"host":null,"timestamp":"1","port":-1,"version":5}"#;
     let k = BrokerRegistration::from_json(1, kafka, 3).unwrap();
-    assert_eq!((k.host.as_str(), k.port, k.rack, k.seglog), ("k1", 9092, None, false));
+    assert_eq!((k.address("PLAINTEXT").as_deref(), k.rack, k.seglog), (Some("k1:9092"), None, false));
     // Kafka 3.9 at inter.broker.protocol.version 2.6: version 4, no features.
     let kafka4 = br#"{"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},"endpoints":["PLAINTEXT://127.0.0.1:40001"],"jmx_port":-1,"port":40001,"host":"127.0.0.1","version":4,"timestamp":"1"}"#;
     let k = BrokerRegistration::from_json(3, kafka4, 9).unwrap();
-    assert_eq!((k.host.as_str(), k.port, k.seglog), ("127.0.0.1", 40001, false));
+    assert_eq!((k.address("PLAINTEXT").as_deref(), k.seglog), (Some("127.0.0.1:40001"), false));
     let legacy = br#"{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2,4]}]}"#;
     assert_eq!(legacy_reassignment_from_json(legacy), Some(vec![(("t".to_string(), 0), vec![1, 2, 4])]));
     assert_eq!(legacy_reassignment_from_json(br#"{"partitions":[{"topic":"t"}]}"#), None);
