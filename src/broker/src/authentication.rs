@@ -49,6 +49,8 @@ pub struct Authentication {
     expires: Option<Instant>,
     /// Whether the client speaks SaslAuthenticate v1+ and so can re-authenticate.
     renewable: bool,
+    /// Exchanges completed on this connection (re-authentications too).
+    completed: u64,
 }
 
 impl Authentication {
@@ -60,11 +62,16 @@ impl Authentication {
             mechanism: None,
             expires: None,
             renewable: false,
+            completed: 0,
         }
     }
 
     pub fn principal(&self) -> Option<&str> {
         self.principal.as_deref()
+    }
+
+    pub fn completed(&self) -> u64 {
+        self.completed
     }
 
     fn reauthenticating(&self) -> bool {
@@ -183,6 +190,7 @@ impl Authentication {
                 }
                 self.principal = Some(principal);
                 self.mechanism = Some(mechanism);
+                self.completed += 1;
                 self.expires = (self.listener.reauth_ms > 0)
                     .then(|| Instant::now() + Duration::from_millis(self.listener.reauth_ms));
                 Ok((reply, true))

@@ -144,11 +144,11 @@ pub async fn serve_connection(
             }
         }
         if let Some(auth) = sasl.as_mut() {
-            let before = auth.principal().is_some();
+            let before = auth.completed();
             let gate = auth.gate(&shared, &frame.bytes);
-            if let (false, Some(p)) = (before, auth.principal()) {
+            if auth.completed() > before {
                 metrics.authentications.inc();
-                context.principal = Arc::from(p);
+                context.principal = Arc::from(auth.principal().unwrap_or(principal::ANONYMOUS));
             }
             match gate {
                 Gate::Serve => {}

@@ -136,6 +136,10 @@ pub struct InterBroker {
 impl InterBroker {
     pub fn build(config: &BrokerConfig) -> Result<Arc<InterBroker>> {
         let name = config.inter_broker_listener.clone();
+        if config.zookeeper_connect.is_none() {
+            // A single broker connects to no other.
+            return Ok(Arc::new(InterBroker { listener: name, tls: None, login: None }));
+        }
         let protocol = config.listener(&name).map_or(SecurityProtocol::Plaintext, |l| l.protocol);
         let get = |key: &str| listener_key(config, &name, key);
         let tls = match protocol.tls() {
