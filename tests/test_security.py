@@ -515,3 +515,125 @@ def test_bad_security_configs_are_refused_at_start(tmp_path: Path, pki: Pki) -> 
         with pytest.raises((seglog.SeglogError, OSError, ValueError)) as e:
             seglog.Broker(tmp_path / "store", config=config).close()
         assert needle in str(e.value), (config, str(e.value))
+
+
+def scram_jaas(user: str, password: str) -> str:
+    module = "org.apache.kafka.common.security.scram.ScramLoginModule"
+    return f'{module} required username="{user}" password="{password}";'
+
+
+@pytest.mark.cluster
+@pytest.mark.java
+def test_a_cluster_replicating_over_sasl_ssl_serves_kafkas_tools_and_java_clients(
+    tmp_path: Path, pki: Pki
+) -> None:
+    """Three brokers whose replication runs over SASL_SSL with SCRAM-SHA-512, the
+    credentials written to ZooKeeper by Kafka's own kafka-configs (as Kafka's SCRAM
+    bootstrap does), clients of each kind on the same listener."""
+    from cluster_helpers import wait_for
+    from java_helpers import VERSIONS, run, tool
+    from seglog.testing.zookeeper import ZooKeeper
+
+    with ZooKeeper(tmp_path / "zk") as zk:
+        for user, mechanism, password in [
+            ("admin", "SCRAM-SHA-512", "admin-secret"),
+            ("alice", "SCRAM-SHA-256", "alice-secret"),
+        ]:
+            out = tool(
+                VERSIONS[0],
+                "kafka-configs",
+                "--zookeeper",
+                zk.connect_string,
+                "--alter",
+                "--add-config",
+                f"{mechanism}=[iterations=4096,password={password}]",
+                "--entity-type",
+                "users",
+                "--entity-name",
+                user,
+            ).stdout
+            assert f"Completed updating config for entity: user-principal '{user}'." in out
+        config = {
+            "zookeeper.connect": zk.connect_string,
+            "listeners": "SASL_SSL://127.0.0.1:0",
+            "inter.broker.listener.name": "SASL_SSL",
+            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": scram_jaas("admin", "admin-secret"),
+            "ssl.keystore.location": str(pki.broker),
+            "ssl.truststore.location": str(pki.ca),
+            "offsets.topic.replication.factor": "3",
+            "offsets.topic.num.partitions": "3",
+            "group.initial.rebalance.delay.ms": "0",
+            "replica.lag.time.max.ms": "10000",
+        }
+        brokers = {n: seglog.Broker(tmp_path / f"b{n}", config={**config, "node.id": n}) for n in (1, 2, 3)}
+        try:
+            bootstrap = ",".join(address(b, "SASL_SSL") for b in brokers.values())
+            props = tmp_path / "client.properties"
+            props.write_text(
+                "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+                f"sasl.jaas.config={scram_jaas('admin', 'admin-secret')}\n"
+                f"ssl.truststore.type=PEM\nssl.truststore.location={pki.ca}\n"
+            )
+            created = tool(
+                VERSIONS[-1],
+                "kafka-topics",
+                "--bootstrap-server",
+                bootstrap,
+                "--command-config",
+                str(props),
+                "--create",
+                "--topic",
+                "t",
+                "--partitions",
+                "3",
+                "--replication-factor",
+                "3",
+                "--config",
+                "min.insync.replicas=2",
+            ).stdout
+            assert "Created topic t." in created
+            alice = {
+                **client_conf(brokers[1], pki, "SCRAM-SHA-256", "alice", "alice-secret"),
+                "bootstrap.servers": bootstrap,
+            }
+            values = [f"a{i}".encode() for i in range(300)]
+            produce(alice, "t", values)
+            admin = AdminClient(alice)
+
+            def full_isrs() -> bool:
+                parts = admin.list_topics("t", timeout=10).topics["t"].partitions.values()
+                return len(parts) == 3 and all(sorted(p.isrs) == [1, 2, 3] for p in parts)
+
+            wait_for("every partition's ISR full (followers fetching over SASL_SSL)", full_isrs, 60)
+            assert sorted(consume_group(alice, "t", 300, "before")) == sorted(values)
+            for version in VERSIONS:
+                lines = run(
+                    version,
+                    "produce",
+                    bootstrap=bootstrap,
+                    topic="t",
+                    count=100,
+                    client_acks="all",
+                    client_security_protocol="SASL_SSL",
+                    client_sasl_mechanism="SCRAM-SHA-512",
+                    client_sasl_jaas_config=scram_jaas("admin", "admin-secret"),
+                    client_ssl_truststore_type="PEM",
+                    client_ssl_truststore_location=str(pki.ca),
+                )
+                failed = [line for line in lines if "error" in line]
+                assert not failed, failed[:3]
+            # Each partition's leader goes: its followers had every acknowledged record.
+            leaders = {p.leader for p in admin.list_topics("t", timeout=10).topics["t"].partitions.values()}
+            victim = sorted(leaders)[0]
+            brokers.pop(victim).close()
+            rest = ",".join(address(b, "SASL_SSL") for b in brokers.values())
+            got = consume_group({**alice, "bootstrap.servers": rest}, "t", 300 + 100 * len(VERSIONS), "after")
+            assert sorted(v for v in got if v.startswith(b"a")) == sorted(values)
+            assert len(got) == 300 + 100 * len(VERSIONS)
+            for b in brokers.values():
+                assert b.stats()["successful_authentication"] >= 2
+        finally:
+            for b in brokers.values():
+                b.close()

@@ -101,8 +101,15 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
     while got < 4 {
         match r.read(&mut size[got..]).await {
             Ok(0) if got == 0 => return Err(FrameError::Closed),
-            // A reset between requests is a client going away, not bad input.
-            Err(e) if got == 0 && e.kind() == std::io::ErrorKind::ConnectionReset => {
+            // A reset between requests is a client going away, not bad input;
+            // so is a TLS client's close without close_notify.
+            Err(e)
+                if got == 0
+                    && matches!(
+                        e.kind(),
+                        std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::UnexpectedEof
+                    ) =>
+            {
                 return Err(FrameError::Closed)
             }
             Ok(0) => return Err(FrameError::Truncated { wanted: 4, got }),
