@@ -107,10 +107,24 @@ pub async fn serve_connection(
         return;
     };
     let mut sasl = security.protocol.sasl().then(|| Authentication::new(security.clone()));
+    let principal = match security.principal_mapper.principal(stream.peer_certificates()) {
+        Ok(p) => p,
+        Err(subject) => {
+            metrics.authentication_failures.inc();
+            let reason = format!("no rule of ssl.principal.mapping.rules applies to {subject}");
+            log(
+                "info",
+                "authentication_failed",
+                &[("peer", &peer), ("listener", &security.name), ("reason", &reason)],
+            );
+            metrics.connections.dec();
+            return;
+        }
+    };
     let mut context = RequestContext {
         peer,
         listener: Arc::from(security.name.as_str()),
-        principal: Arc::from(principal::from_certificates(stream.peer_certificates()).as_str()),
+        principal: Arc::from(principal.as_str()),
     };
     loop {
         let frame = tokio::select! {

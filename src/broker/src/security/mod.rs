@@ -65,6 +65,8 @@ pub struct ListenerSecurity {
     /// `connections.max.reauth.ms`: a SASL session's lifetime (KIP-368);
     /// 0, none.
     pub reauth_ms: u64,
+    /// `ssl.principal.mapping.rules`: a client certificate's principal.
+    pub principal_mapper: principal::PrincipalMapper,
 }
 
 impl ListenerSecurity {
@@ -114,7 +116,10 @@ impl ListenerSecurity {
             })? as u64,
             None => 0,
         };
+        let principal_mapper =
+            principal::PrincipalMapper::parse(&get("ssl.principal.mapping.rules").unwrap_or_default())?;
         Ok(Arc::new(ListenerSecurity {
+            principal_mapper,
             name: name.clone(),
             protocol: listener.protocol,
             tls,
