@@ -57,7 +57,9 @@ fn config(group: &str, topics: &[&str], assignor: &str, instance: Option<&str>) 
     }
 }
 
-/// A member polling its assignment every 20 ms from its own thread.
+/// A member polling its assignment every 20 ms from its own thread. The
+/// latest assignment keeps `changed` for its whole generation: the poll that
+/// saw the change may be followed by others before the test looks.
 struct Polled {
     member: Arc<GroupMember>,
     latest: Arc<Mutex<Option<Assignment>>>,
@@ -73,8 +75,13 @@ impl Polled {
         let (m, l, st) = (member.clone(), latest.clone(), stop.clone());
         let thread = thread::spawn(move || {
             while !st.load(Ordering::Acquire) {
-                if let Ok(a) = m.poll_assignment() {
-                    *l.lock().unwrap() = Some(a);
+                if let Ok(mut a) = m.poll_assignment() {
+                    let mut latest = l.lock().unwrap();
+                    if latest.as_ref().is_some_and(|p: &Assignment| p.generation == a.generation && p.changed)
+                    {
+                        a.changed = true;
+                    }
+                    *latest = Some(a);
                 }
                 thread::sleep(Duration::from_millis(20));
             }
