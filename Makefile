@@ -15,7 +15,7 @@ BENCH_ARGS ?=
 export VIRTUAL_ENV := $(CURDIR)/$(VENV)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: run test test-rust test-python test-crash test-cluster test-java java spark-kafka maven cluster zookeeper lint bench bench-kcat bench-spark bench-kafka bench-fetch bench-rust develop wheel clean
+.PHONY: run test test-rust test-python test-crash test-cluster test-java java spark-kafka maven cluster zookeeper lint bench bench-kcat bench-spark bench-kafka bench-fetch bench-security bench-rust develop wheel clean
 
 $(PY):
 	@echo "==> creating $(VENV)"
@@ -142,6 +142,7 @@ bench: develop $(VENV)/.bench-installed bench-kcat zookeeper
 	$(MAKE) --no-print-directory bench-spark
 	$(MAKE) --no-print-directory bench-kafka
 	$(MAKE) --no-print-directory bench-fetch
+	$(MAKE) --no-print-directory bench-security
 
 # Spark reading seglog through path and through a broker, next to Parquet, and
 # writing through both (docs/spark.md). SPARK_BENCH_ARGS="--records 200000" for less.
@@ -170,6 +171,11 @@ bench-kafka: develop java zookeeper
 FETCH_BENCH_ARGS ?=
 bench-fetch: develop java zookeeper
 	$(PY) benches/bench_fetch.py $(FETCH_BENCH_ARGS)
+
+# TLS and SASL against PLAINTEXT, seglog and Kafka 3.9 each with the four listeners
+# (docs/security.md). SECURITY_BENCH_ARGS="--runs 1 --no-kafka" for less.
+bench-security: develop java zookeeper
+	$(PY) benches/bench_security.py $(SECURITY_BENCH_ARGS)
 
 # Criterion benchmarks of the core alone (append, read, index lookup).
 bench-rust:

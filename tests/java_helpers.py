@@ -144,6 +144,7 @@ def done(lines: list[dict[str, Any]]) -> dict[str, Any]:
 # tools moved from kafka_2.13's Scala packages to kafka-tools over the 3.x and 4.x lines).
 TOOLS = {
     "kafka-topics": ["org.apache.kafka.tools.TopicCommand"],
+    "kafka-acls": ["org.apache.kafka.tools.AclCommand", "kafka.admin.AclCommand"],
     "kafka-configs": ["org.apache.kafka.tools.ConfigCommand", "kafka.admin.ConfigCommand"],
     "kafka-console-producer": ["org.apache.kafka.tools.ConsoleProducer", "kafka.tools.ConsoleProducer"],
     "kafka-console-consumer": ["org.apache.kafka.tools.consumer.ConsoleConsumer"],

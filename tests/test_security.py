@@ -25,6 +25,7 @@ import trustme
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import (
     AdminClient,
+    NewTopic,
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialDeletion,
@@ -637,3 +638,63 @@ def test_a_cluster_replicating_over_sasl_ssl_serves_kafkas_tools_and_java_client
         finally:
             for b in brokers.values():
                 b.close()
+
+
+@pytest.mark.cluster
+def test_seglog_cluster_secure_starts_a_sasl_ssl_cluster_and_says_how_to_reach_it(tmp_path: Path) -> None:
+    import re
+    import signal
+    import subprocess
+    import sys
+
+    from broker_helpers import env
+    from cluster_helpers import wait_for
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "seglog", "cluster", "--dir", str(tmp_path / "c"), "--secure"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env(),
+    )
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline() for _ in range(4)]
+        assert re.match(
+            r"seglog: cluster listening on 127\.0\.0\.1:\d+(,127\.0\.0\.1:\d+){2}$", lines[1].strip()
+        )
+        settings = json.loads(lines[2].split("(confluent-kafka): ", 1)[1])
+        assert settings["security.protocol"] == "SASL_SSL" and settings["sasl.password"]
+        # The secrets are in files only their owner reads, not on the brokers' command lines.
+        for name in ("secure.properties", "client.properties"):
+            assert (tmp_path / "c" / name).stat().st_mode & 0o077 == 0
+        for pid_dir in Path("/proc").iterdir():
+            if pid_dir.name.isdigit():
+                try:
+                    cmdline = (pid_dir / "cmdline").read_bytes()
+                except OSError:
+                    continue
+                assert settings["sasl.password"].encode() not in cmdline
+        admin = AdminClient(settings)
+        for f in admin.create_topics([NewTopic("t", 3, 3)]).values():
+            f.result(timeout=60)
+        values = [f"s{i}".encode() for i in range(50)]
+        produce(settings, "t", values)
+        assert sorted(consume_group(settings, "t", 50, "g")) == sorted(values)
+        # Replicated over SASL_SSL: every partition's ISR is full.
+        wait_for(
+            "full ISRs",
+            lambda: all(
+                len(p.isrs) == 3 for p in admin.list_topics("t", timeout=10).topics["t"].partitions.values()
+            ),
+            60,
+        )
+        # A plaintext client gets nowhere.
+        host, port = settings["bootstrap.servers"].split(",")[0].rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            s.sendall(frame(18, 0, 1, b""))
+            assert closed_by_peer(s)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err

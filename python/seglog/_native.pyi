@@ -10,6 +10,7 @@ __all__ = [
     "Consumer",
     "ConsumerIterator",
     "BROKER_KEYS",
+    "generate_pki",
     "BROKER_KEY_PREFIXES",
     "Broker",
     "ByteBuffer",
@@ -236,6 +237,8 @@ class Store:
         """Moves a partition's log start offset forward (Kafka's DeleteRecords)."""
     def flush(self) -> None: ...
     def close(self) -> None: ...
+
+def generate_pki(dir: str, hosts: list[str]) -> tuple[str, str]: ...
 
 BROKER_KEYS: list[str]
 BROKER_KEY_PREFIXES: list[str]

@@ -5,9 +5,13 @@ ZooKeeper, and exits 0)."""
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import secrets
 import signal
 import sys
 import threading
+from pathlib import Path
 
 from ..testing.cluster import LocalCluster
 from ._common import CliError, positive
@@ -38,7 +42,55 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="KEY=VALUE",
         help="a broker, store or topic default key (Kafka's names) for every broker; repeatable",
     )
+    p.add_argument(
+        "--secure",
+        action="store_true",
+        help="SASL_SSL between everyone: a CA and broker certificate made in DIR/pki, users 'admin' "
+        "(the brokers' own) and 'seglog' with new passwords (PLAIN; SCRAM-SHA-512 users can be added), "
+        "the client settings printed and written to DIR/client.properties",
+    )
     p.set_defaults(func=run, parser=p)
+
+
+def _secure(dir: Path) -> tuple[Path, dict[str, str]]:
+    """Makes DIR/pki, the brokers' secret settings (DIR/secure.properties, owner only)
+    and the clients' (DIR/client.properties); the first path and the client settings."""
+    from .._native import generate_pki
+
+    ca, keystore = generate_pki(str(dir / "pki"), ["127.0.0.1", "localhost"])
+    admin, user = secrets.token_urlsafe(18), secrets.token_urlsafe(18)
+    plain = "org.apache.kafka.common.security.plain.PlainLoginModule required"
+    broker = {
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": (
+            f'{plain} username="admin" password="{admin}" user_admin="{admin}" user_seglog="{user}";'
+        ),
+        "ssl.keystore.location": keystore,
+        "ssl.truststore.location": ca,
+    }
+    secure = dir / "secure.properties"
+    fd = os.open(secure, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("".join(f"{k}={v}\n" for k, v in broker.items()))
+    client = {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "seglog",
+        "sasl.password": user,
+        "ssl.ca.location": ca,
+    }
+    java = {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "PLAIN",
+        "sasl.jaas.config": f'{plain} username="seglog" password="{user}";',
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": ca,
+    }
+    fd = os.open(dir / "client.properties", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("".join(f"{k}={v}\n" for k, v in java.items()))
+    return secure, client
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,7 +106,19 @@ def run(args: argparse.Namespace) -> int:
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        cluster = LocalCluster(args.dir, args.brokers, config=config)
+        dir = Path(args.dir)
+        secure: Path | None = None
+        client: dict[str, str] = {}
+        if args.secure:
+            dir.mkdir(parents=True, exist_ok=True)
+            secure, client = _secure(dir)
+        cluster = LocalCluster(
+            args.dir,
+            args.brokers,
+            config=config,
+            listener="SASL_SSL" if args.secure else "PLAINTEXT",
+            config_file=secure,
+        )
         try:
             cluster.start()
         except (RuntimeError, TimeoutError) as e:
@@ -63,6 +127,13 @@ def run(args: argparse.Namespace) -> int:
         try:
             print(f"seglog: zookeeper listening on {cluster.zookeeper_connect}", flush=True)
             print(f"seglog: cluster listening on {cluster.bootstrap_servers}", flush=True)
+            if args.secure:
+                settings = {"bootstrap.servers": cluster.bootstrap_servers, **client}
+                print(f"seglog: client settings (confluent-kafka): {json.dumps(settings)}", flush=True)
+                print(
+                    f"seglog: Java clients and Kafka's tools: --command-config {dir / 'client.properties'}",
+                    flush=True,
+                )
             reported: set[int] = set()
             while not stop.wait(0.5):
                 for n in cluster.broker_ids:

@@ -63,12 +63,41 @@ def add_parser(
         metavar="KEY=VALUE",
         help="a broker, store or topic default key (Kafka's names); repeatable",
     )
+    p.add_argument(
+        "--config-file",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="KEY=VALUE lines (a Kafka server.properties: '#' comments, blank lines) read before "
+        "--config; repeatable. Keep secrets (passwords, JAAS configs) here rather than on the command line",
+    )
     p.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics here")
     p.set_defaults(func=run, parser=p)
 
 
+def read_properties(path: str) -> dict[str, str]:
+    """KEY=VALUE lines of a properties file, as Kafka's server.properties holds them."""
+    try:
+        text = open(path, encoding="utf-8").read()
+    except OSError as e:
+        raise CliError(f"--config-file {path}: {e.strerror or e}") from None
+    out: dict[str, str] = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise CliError(f"--config-file {path}, line {n}: expected KEY=VALUE, got {line!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
-    config = dict(args.config)
+    config: dict[str, str] = {}
+    for path in args.config_file:
+        config.update(read_properties(path))
+    config.update(dict(args.config))
     config["node.id"] = str(args.node_id)
     if args.advertised_listener:
         config["advertised.listeners"] = args.advertised_listener

@@ -71,7 +71,11 @@ class LocalCluster:
     each broker through one (its advertised listener), so that :meth:`cut_listener`
     cuts everyone off from it while it keeps its ZooKeeper session and its own
     connections out. With ``metrics=True`` each broker serves Prometheus metrics on a free
-    port, which :meth:`metrics` reads.
+    port, which :meth:`metrics` reads. ``listener`` is the security protocol of each
+    broker's one listener (``SSL``, ``SASL_SSL``, ...; its name is the protocol's), used by
+    clients and by the brokers among themselves; ``config`` then holds its ``ssl.*`` and
+    ``sasl.*`` keys (docs/security.md), or ``config_file`` (a properties file every broker
+    reads with ``--config-file``, where secrets stay off the command line).
 
     >>> import tempfile
     >>> with LocalCluster(tempfile.mkdtemp()) as cluster:  # doctest: +SKIP
@@ -91,6 +95,8 @@ class LocalCluster:
         zookeeper_links: bool = False,
         listener_links: bool = False,
         metrics: bool = False,
+        listener: str = "PLAINTEXT",
+        config_file: str | os.PathLike[str] | None = None,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"brokers must be >= 1, got {brokers}")
@@ -106,6 +112,8 @@ class LocalCluster:
         self.zookeeper_links = zookeeper_links
         self.listener_links = listener_links
         self.serve_metrics = metrics
+        self.listener = listener.upper()
+        self.config_file = None if config_file is None else Path(config_file)
         self._own_zookeeper = zookeeper is None
         self.zookeeper = zookeeper if zookeeper is not None else ZooKeeper(self.dir / "zk")
         self._brokers = {n: _Broker(n, rack_names[n - 1], self.dir) for n in range(1, brokers + 1)}
@@ -343,14 +351,22 @@ class LocalCluster:
         """The command line broker ``n`` runs."""
         b = self._broker(n)
         argv = [sys.executable, "-m", "seglog", "serve", "--store", str(b.store)]
-        argv += ["--listen", b.listen, "--node-id", str(n)]
+        if self.listener == "PLAINTEXT":
+            argv += ["--listen", b.listen]
+        else:
+            argv += ["--config", f"listeners={self.listener}://{b.listen}"]
+            argv += ["--config", f"inter.broker.listener.name={self.listener}"]
+        argv += ["--node-id", str(n)]
         if b.rack is not None:
             argv += ["--rack", b.rack]
         if self.listener_links:
-            argv += ["--advertised-listener", self._listener_link(n).address]
+            link = self._listener_link(n).address
+            argv += ["--config", f"advertised.listeners={self.listener}://{link}"]
         argv += ["--zookeeper", self.zookeeper_connect_of(n)]
         if self.serve_metrics:
             argv += ["--metrics", "127.0.0.1:0"]
+        if self.config_file is not None:
+            argv += ["--config-file", str(self.config_file)]
         for key, value in self.config.items():
             argv += ["--config", f"{key}={value}"]
         return argv

@@ -72,6 +72,14 @@ fn realpath(path: &str) -> PyResult<String> {
         .map_err(|p| pyo3::exceptions::PyValueError::new_err(format!("{p:?} is not valid UTF-8")))
 }
 
+/// A new CA and a broker certificate for `hosts`, as PEM files in `dir`:
+/// (the CA's certificate, the broker's key and chain).
+#[pyfunction]
+fn generate_pki(py: Python<'_>, dir: &str, hosts: Vec<String>) -> errors::PyResult<(String, String)> {
+    let pki = py.detach(|| seglog_broker::security::pki::generate(std::path::Path::new(dir), &hosts))?;
+    Ok((pki.ca.display().to_string(), pki.broker.display().to_string()))
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     static REGISTER: Once = Once::new();
@@ -93,6 +101,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<producer::FutureRecordMetadata>()?;
     m.add_class::<producer::RecordMetadata>()?;
     m.add_function(wrap_pyfunction!(realpath, m)?)?;
+    m.add_function(wrap_pyfunction!(generate_pki, m)?)?;
     m.add_function(wrap_pyfunction!(records::murmur2, m)?)?;
     m.add_function(wrap_pyfunction!(records::decode_batches, m)?)?;
     m.add_class::<inspect::LogWalk>()?;

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use seglog_core::error::{Error, Result};
 
+use crate::security::acl::{Authorizer, AUTHORIZER_CLASSES};
 use crate::security::listeners::{self, Listener, SecurityProtocol};
 
 /// Settings of one broker.
@@ -126,6 +127,8 @@ pub struct BrokerConfig {
     pub max_connections_per_ip: usize,
     /// `max.connections.per.ip.overrides`: `host:n` pairs, each host's own limit.
     pub max_connections_per_ip_overrides: Vec<(String, usize)>,
+    /// `authorizer.class.name`, `super.users`, `allow.everyone.if.no.acl.found`.
+    pub authorizer: Authorizer,
     /// Store and topic keys, for a broker that opens its store itself.
     pub store: BTreeMap<String, String>,
 }
@@ -180,6 +183,7 @@ impl Default for BrokerConfig {
             max_connections: None,
             max_connections_per_ip: i32::MAX as usize,
             max_connections_per_ip_overrides: Vec::new(),
+            authorizer: Authorizer::default(),
             store: BTreeMap::new(),
         }
     }
@@ -207,6 +211,9 @@ pub const BROKER_KEYS: &[&str] = &[
     "inter.broker.listener.name",
     "security.inter.broker.protocol",
     "connections.max.reauth.ms",
+    "authorizer.class.name",
+    "super.users",
+    "allow.everyone.if.no.acl.found",
     "socket.request.max.bytes",
     "queued.max.request.bytes",
     "queued.max.response.bytes",
@@ -301,6 +308,27 @@ impl BrokerConfig {
                 "listeners" | "advertised.listeners" | "listener.security.protocol.map" => {}
                 "inter.broker.listener.name" => c.inter_broker_listener = value.trim().to_ascii_uppercase(),
                 "security.inter.broker.protocol" => {}
+                "authorizer.class.name" => {
+                    c.authorizer.enabled = match value.trim() {
+                        "" => false,
+                        class if AUTHORIZER_CLASSES.contains(&class) => true,
+                        other => {
+                            return Err(Error::InvalidConfig(format!(
+                                "authorizer.class.name: {other:?} is not an authorizer this broker has: {}",
+                                AUTHORIZER_CLASSES.join(" or ")
+                            )))
+                        }
+                    }
+                }
+                "super.users" => {
+                    c.authorizer.super_users = value
+                        .split(';')
+                        .map(str::trim)
+                        .filter(|u| !u.is_empty())
+                        .map(str::to_string)
+                        .collect()
+                }
+                "allow.everyone.if.no.acl.found" => c.authorizer.allow_if_no_acl = boolean(key, value)?,
                 k if is_security_key(k) => {
                     c.security.insert(key.clone(), value.trim().to_string());
                 }

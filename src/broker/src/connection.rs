@@ -52,6 +52,14 @@ pub fn client_host() -> String {
     CONTEXT.try_with(|c| format!("/{}", c.peer.ip())).unwrap_or_default()
 }
 
+/// The principal and client address of the request being handled
+/// (ANONYMOUS outside a request).
+pub fn principal_and_host() -> (Arc<str>, String) {
+    CONTEXT
+        .try_with(|c| (c.principal.clone(), c.peer.ip().to_canonical().to_string()))
+        .unwrap_or_else(|_| (Arc::from(principal::ANONYMOUS), String::new()))
+}
+
 /// The listener the request being handled came on (`None` outside a request).
 pub fn listener_name() -> Option<Arc<str>> {
     CONTEXT.try_with(|c| c.listener.clone()).ok()

@@ -88,6 +88,22 @@ pub struct PartitionData {
     pub held_back: bool,
 }
 
+impl PartitionData {
+    /// A partition answered with `error_code` alone (0: nothing yet).
+    pub fn refused(partition: i32, error_code: i16) -> PartitionData {
+        PartitionData {
+            partition,
+            error_code,
+            high_watermark: -1,
+            log_start_offset: -1,
+            records: None,
+            preferred_read_replica: -1,
+            throttled: false,
+            held_back: false,
+        }
+    }
+}
+
 pub struct TopicData {
     pub name: String,
     pub partitions: Vec<PartitionData>,
@@ -253,16 +269,7 @@ impl ReplicaManager {
         let mut topics: Vec<TopicData> = Vec::new();
         let mut total: i64 = 0;
         for w in wanted {
-            let mut data = PartitionData {
-                partition: w.partition,
-                error_code: 0,
-                high_watermark: -1,
-                log_start_offset: -1,
-                records: None,
-                preferred_read_replica: -1,
-                throttled: false,
-                held_back: false,
-            };
+            let mut data = PartitionData::refused(w.partition, 0);
             match self.readable_log(&w.topic, w.partition, w.current_epoch, reader) {
                 Err(code) => data.error_code = code,
                 Ok(log) => {

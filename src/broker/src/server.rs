@@ -24,6 +24,7 @@ use crate::metrics::{serve_metrics, Metrics};
 use crate::purgatory::Purgatory;
 use crate::replica_manager::ReplicaManager;
 use crate::replication::Replication;
+use crate::security::acl::{Acls, Authorizer, LocalAcls, Operation, ResourceType};
 use crate::security::listeners::{Listener, SecurityProtocol};
 use crate::security::scram::{ScramCredential, ScramMechanism};
 use crate::security::{InterBroker, ListenerSecurity};
@@ -65,6 +66,10 @@ pub struct Shared {
     /// A single broker's users: their SCRAM credentials (a cluster member's
     /// are ZooKeeper's, `/config/users/<user>`).
     pub local_users: Option<LocalConfigs>,
+    /// `authorizer.class.name`, `super.users`, `allow.everyone.if.no.acl.found`.
+    pub authorizer: Authorizer,
+    /// A single broker's ACLs (a cluster member's are ZooKeeper's).
+    pub local_acls: Option<LocalAcls>,
 }
 
 impl Shared {
@@ -96,6 +101,39 @@ impl Shared {
             (None, None) => return None,
         };
         ScramCredential::from_kafka(&text)
+    }
+
+    /// Every ACL: ZooKeeper's for a cluster member, the store's for a single broker.
+    pub fn acls(&self) -> Arc<Acls> {
+        match (&self.replication, &self.local_acls) {
+            (Some(r), _) => r.view().acls.clone(),
+            (None, Some(local)) => local.get(),
+            (None, None) => Arc::new(Acls::new()),
+        }
+    }
+
+    /// Whether the principal of the request being handled may do `op` on
+    /// the resource (always, without an authorizer).
+    pub fn authorize(&self, op: Operation, resource_type: ResourceType, name: &str) -> bool {
+        if !self.authorizer.enabled {
+            return true;
+        }
+        let (principal, host) = crate::connection::principal_and_host();
+        self.authorizer.authorize(&self.acls(), &principal, &host, op, resource_type, name)
+    }
+
+    /// Whether the principal may do `op` on some resource of the type (an
+    /// idempotent producer needs WRITE on a topic, or IDEMPOTENT_WRITE).
+    pub fn authorize_any(&self, op: Operation, resource_type: ResourceType) -> bool {
+        if !self.authorizer.enabled {
+            return true;
+        }
+        let (principal, host) = crate::connection::principal_and_host();
+        let acls = self.acls();
+        acls.keys()
+            .filter(|r| r.resource_type == resource_type)
+            .any(|r| self.authorizer.authorize(&acls, &principal, &host, op, resource_type, &r.name))
+            || (self.authorizer.allow_if_no_acl && !acls.keys().any(|r| r.resource_type == resource_type))
     }
 
     /// The name of the listener the request being handled came on (the
@@ -277,18 +315,19 @@ impl Broker {
             stop_rx.clone(),
         ));
         let fetch_sessions = FetchSessions::new(config.max_incremental_fetch_session_cache_slots);
-        let (local_configs, local_users) = match &replication {
-            Some(_) => (None, None),
-            None => match LocalConfigs::open(store.path(), LOCAL_FILE)
-                .and_then(|c| Ok((c, LocalConfigs::open(store.path(), USERS_FILE)?)))
-            {
-                Ok((c, u)) => (Some(c), Some(u)),
+        let (local_configs, local_users, local_acls) = match &replication {
+            Some(_) => (None, None, None),
+            None => match LocalConfigs::open(store.path(), LOCAL_FILE).and_then(|c| {
+                Ok((c, LocalConfigs::open(store.path(), USERS_FILE)?, LocalAcls::open(store.path())?))
+            }) {
+                Ok((c, u, a)) => (Some(c), Some(u), Some(a)),
                 Err(e) => {
                     let _ = stop.send(true);
                     return Err(e);
                 }
             },
         };
+        let authorizer = config.authorizer.clone();
         let shared = Arc::new(Shared {
             store,
             config,
@@ -304,6 +343,8 @@ impl Broker {
             fetch_sessions,
             local_configs,
             local_users,
+            authorizer,
+            local_acls,
         });
         runtime.spawn(shared.coordinator.clone().run_timer(stop_rx.clone()));
         crate::cluster::announce(

@@ -13,6 +13,7 @@ use kafka_protocol::ResponseError as E;
 use super::Outcome;
 use crate::replication::shutdown::wire;
 use crate::response::{encode_header, Response};
+use crate::security::acl::{Operation, ResourceType, CLUSTER_NAME};
 use crate::server::Shared;
 
 pub const API: &str = "ControlledShutdown";
@@ -34,6 +35,9 @@ pub async fn handle(shared: &Arc<Shared>, mut body: Bytes, version: i16) -> Outc
         }
     };
     let answer = match &shared.replication {
+        _ if !shared.authorize(Operation::ClusterAction, ResourceType::Cluster, CLUSTER_NAME) => {
+            wire::Answer { error_code: E::ClusterAuthorizationFailed.code(), remaining: Vec::new() }
+        }
         Some(repl) => match repl.shut_down_broker(request.broker_id, request.broker_epoch).await {
             Ok(remaining) => wire::Answer { error_code: 0, remaining },
             Err((code, _)) => wire::Answer { error_code: code, remaining: Vec::new() },

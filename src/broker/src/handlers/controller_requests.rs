@@ -16,6 +16,7 @@ use super::Outcome;
 use crate::logline::log;
 use crate::replication::controller_requests::{self as wire, Api};
 use crate::response::{encode_header, Response};
+use crate::security::acl::{Operation, ResourceType, CLUSTER_NAME};
 use crate::server::Shared;
 
 pub async fn handle(shared: &Arc<Shared>, api: Api, mut body: Bytes, version: i16) -> Outcome {
@@ -38,6 +39,9 @@ pub async fn handle(shared: &Arc<Shared>, api: Api, mut body: Bytes, version: i1
         }
     };
     let code = match &shared.replication {
+        _ if !shared.authorize(Operation::ClusterAction, ResourceType::Cluster, CLUSTER_NAME) => {
+            E::ClusterAuthorizationFailed.code()
+        }
         Some(repl) => {
             let mine = repl.view().brokers.get(&repl.node_id()).map(|b| b.epoch);
             if request.broker_epoch != -1 && mine.is_some_and(|e| request.broker_epoch < e) {

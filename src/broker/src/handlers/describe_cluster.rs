@@ -9,6 +9,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::Reply;
+use crate::security::acl::{Operation, ResourceType, CLUSTER_NAME};
 use crate::server::Shared;
 
 /// Flexible from v0; v1 adds the endpoint type, v2 fenced brokers.
@@ -17,8 +18,8 @@ pub const VERSIONS: (i16, i16) = (0, 1);
 /// Kafka's `EndpointType.BROKER`.
 const ENDPOINT_BROKER: i8 = 1;
 
-/// The cluster operations (Kafka's `AclOperation` ids) a client may do when
-/// there is no authorizer: all of them.
+/// The cluster operations (Kafka's `AclOperation` ids) a client may be
+/// allowed; without an authorizer, all of them.
 const CLUSTER_OPERATIONS: &[i32] = &[5, 7, 8, 9, 10, 11, 12];
 
 pub async fn handle(shared: &Arc<Shared>, r: DescribeClusterRequest, version: i16) -> Reply {
@@ -58,7 +59,14 @@ pub async fn handle(shared: &Arc<Shared>, r: DescribeClusterRequest, version: i1
         .with_controller_id(BrokerId(controller))
         .with_brokers(brokers);
     if r.include_cluster_authorized_operations {
-        response.cluster_authorized_operations = CLUSTER_OPERATIONS.iter().map(|op| 1 << op).sum();
+        response.cluster_authorized_operations = CLUSTER_OPERATIONS
+            .iter()
+            .filter(|&&op| {
+                Operation::from_wire(op as i8)
+                    .is_some_and(|o| shared.authorize(o, ResourceType::Cluster, CLUSTER_NAME))
+            })
+            .map(|op| 1 << op)
+            .sum();
     }
     if version >= 1 && r.endpoint_type != ENDPOINT_BROKER {
         response = DescribeClusterResponse::default()

@@ -8,14 +8,14 @@ use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse, Gr
 use kafka_protocol::protocol::StrBytes;
 
 use super::Reply;
+use crate::security::acl::{Operation, ResourceType};
 use crate::server::Shared;
 
 /// v0–v4 (v5 is flexible).
 pub const VERSIONS: (i16, i16) = (0, 4);
 
-/// What a client may do to a group with no authorizer: READ, DELETE and
-/// DESCRIBE (Kafka's AclOperation codes 3, 6 and 8).
-const ALL_GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
+/// What a client may be allowed to do to a group: READ, DELETE and DESCRIBE.
+const GROUP_OPERATIONS: [Operation; 3] = [Operation::Read, Operation::Delete, Operation::Describe];
 
 pub async fn handle(shared: &Arc<Shared>, r: DescribeGroupsRequest, version: i16) -> Reply {
     let ids: Vec<String> = r.groups.iter().map(|g| g.0.to_string()).collect();
@@ -42,8 +42,15 @@ pub async fn handle(shared: &Arc<Shared>, r: DescribeGroupsRequest, version: i16
                         .with_member_assignment(m.assignment)
                 })
                 .collect();
-            let ops =
-                if version >= 3 && r.include_authorized_operations { ALL_GROUP_OPERATIONS } else { i32::MIN };
+            let ops = if version >= 3 && r.include_authorized_operations {
+                GROUP_OPERATIONS
+                    .iter()
+                    .filter(|op| shared.authorize(**op, ResourceType::Group, &d.group_id))
+                    .map(|op| 1 << op.wire())
+                    .sum()
+            } else {
+                i32::MIN
+            };
             DescribedGroup::default()
                 .with_error_code(d.error)
                 .with_group_id(GroupId(StrBytes::from_string(d.group_id)))

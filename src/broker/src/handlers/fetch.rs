@@ -12,11 +12,13 @@ use std::time::{Duration, Instant};
 
 use bytes::{BufMut, BytesMut};
 use kafka_protocol::messages::{FetchRequest, RequestHeader};
+use kafka_protocol::ResponseError;
 
 use super::Reply;
 use crate::fetch_session::Context;
-use crate::replica_manager::{FetchParams, Reader, TopicData, Wanted};
+use crate::replica_manager::{FetchParams, PartitionData, Reader, TopicData, Wanted};
 use crate::response::{encode_header, Part, Response};
+use crate::security::acl::{Operation, ResourceType, CLUSTER_NAME};
 use crate::server::Shared;
 
 /// v4 is the first with RecordBatch v2 (librdkafka's MSGVER2), v7 the first
@@ -74,7 +76,30 @@ pub async fn handle(shared: &Arc<Shared>, r: FetchRequest, header: &RequestHeade
             from_followers: version >= 11,
         },
     };
-    let (topics, total) = shared.replica_manager.fetch_messages(Arc::new(wanted), params).await;
+    // A consumer needs READ on each topic; a follower CLUSTER_ACTION on the cluster.
+    let (wanted, denied): (Vec<Wanted>, Vec<Wanted>) = if !shared.authorizer.enabled {
+        (wanted, Vec::new())
+    } else if r.replica_id.0 >= 0 {
+        match shared.authorize(Operation::ClusterAction, ResourceType::Cluster, CLUSTER_NAME) {
+            true => (wanted, Vec::new()),
+            false => (Vec::new(), wanted),
+        }
+    } else {
+        let mut allowed = std::collections::BTreeMap::new();
+        wanted.into_iter().partition(|w| {
+            *allowed
+                .entry(w.topic.clone())
+                .or_insert_with(|| shared.authorize(Operation::Read, ResourceType::Topic, &w.topic))
+        })
+    };
+    let (mut topics, total) = shared.replica_manager.fetch_messages(Arc::new(wanted), params).await;
+    for w in denied {
+        let refused = PartitionData::refused(w.partition, ResponseError::TopicAuthorizationFailed.code());
+        match topics.iter_mut().find(|t| t.name == w.topic) {
+            Some(t) => t.partitions.push(refused),
+            None => topics.push(TopicData { name: w.topic, partitions: vec![refused] }),
+        }
+    }
     if let Some(r) = shared.replication.as_ref().filter(|_| r.replica_id.0 >= 0) {
         r.leader_answered(&topics);
     }

@@ -93,6 +93,8 @@ fn shared() -> (tempfile::TempDir, Arc<Shared>) {
         local_configs: Some(
             crate::dynamic_config::LocalConfigs::open(dir.path(), crate::dynamic_config::LOCAL_FILE).unwrap(),
         ),
+        authorizer: Default::default(),
+        local_acls: Some(crate::security::acl::LocalAcls::open(dir.path()).unwrap()),
         local_users: Some(
             crate::dynamic_config::LocalConfigs::open(dir.path(), crate::dynamic_config::USERS_FILE).unwrap(),
         ),
@@ -254,6 +256,41 @@ fn request(key: ApiKey) -> RequestKind {
         ApiKey::ListPartitionReassignments => RequestKind::ListPartitionReassignments(
             kafka_protocol::messages::ListPartitionReassignmentsRequest::default(),
         ),
+        ApiKey::DescribeAcls => RequestKind::DescribeAcls(
+            kafka_protocol::messages::DescribeAclsRequest::default()
+                .with_resource_type_filter(2)
+                .with_pattern_type_filter(3)
+                .with_resource_name_filter(Some(StrBytes::from_static_str("t")))
+                .with_operation(1)
+                .with_permission_type(1),
+        ),
+        ApiKey::CreateAcls => {
+            use kafka_protocol::messages::create_acls_request::AclCreation;
+            RequestKind::CreateAcls(kafka_protocol::messages::CreateAclsRequest::default().with_creations(
+                vec![
+                AclCreation::default()
+                    .with_resource_type(2)
+                    .with_resource_name(StrBytes::from_static_str("t"))
+                    .with_resource_pattern_type(3)
+                    .with_principal(StrBytes::from_static_str("User:alice"))
+                    .with_host(StrBytes::from_static_str("*"))
+                    .with_operation(3)
+                    .with_permission_type(3),
+            ],
+            ))
+        }
+        ApiKey::DeleteAcls => {
+            use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
+            RequestKind::DeleteAcls(kafka_protocol::messages::DeleteAclsRequest::default().with_filters(
+                vec![
+                DeleteAclsFilter::default()
+                    .with_resource_type_filter(1)
+                    .with_pattern_type_filter(3)
+                    .with_operation(1)
+                    .with_permission_type(1),
+            ],
+            ))
+        }
         ApiKey::SaslHandshake => RequestKind::SaslHandshake(
             kafka_protocol::messages::SaslHandshakeRequest::default()
                 .with_mechanism(StrBytes::from_static_str("SCRAM-SHA-256")),

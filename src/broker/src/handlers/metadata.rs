@@ -24,6 +24,7 @@ use kafka_protocol::ResponseError;
 
 use super::create_topics::MAX_PARTITIONS_PER_REQUEST;
 use super::{blocking, error_code, Reply};
+use crate::security::acl::{Operation, ResourceType, CLUSTER_NAME};
 use crate::server::Shared;
 
 pub const VERSIONS: (i16, i16) = (0, 8);
@@ -201,7 +202,61 @@ async fn handle_replicated(
     Reply::Message(Box::new(ResponseKind::Metadata(response)))
 }
 
-pub async fn handle(shared: &Arc<Shared>, r: MetadataRequest, version: i16) -> Reply {
+/// With an authorizer, Kafka's rules: a client sees only the topics it may
+/// DESCRIBE (one it names and may not is TOPIC_AUTHORIZATION_FAILED), and a
+/// topic is created on first mention only for a client that may CREATE it
+/// (on the cluster or the topic).
+pub async fn handle(shared: &Arc<Shared>, mut r: MetadataRequest, version: i16) -> Reply {
+    if !shared.authorizer.enabled {
+        return handle_allowed(shared, r, version).await;
+    }
+    let may = |op: Operation, name: &str| shared.authorize(op, ResourceType::Topic, name);
+    let may_create = shared.authorize(Operation::Create, ResourceType::Cluster, CLUSTER_NAME);
+    let exists = |name: &str| match &shared.replication {
+        Some(repl) => repl.view().topics.contains_key(name),
+        None => shared.store.topic(name).is_ok(),
+    };
+    let creating = (version < 4 || r.allow_auto_topic_creation) && shared.store.config().auto_create_topics;
+    let mut denied = Vec::new();
+    if let Some(topics) = r.topics.as_mut() {
+        topics.retain(|t| {
+            let Some(name) = t.name.as_ref().map(|n| n.0.to_string()) else { return true };
+            let allowed = may(Operation::Describe, &name)
+                && (!creating || exists(&name) || may_create || may(Operation::Create, &name));
+            if !allowed {
+                denied.push(name);
+            }
+            allowed
+        });
+    }
+    let all = r.topics.is_none()
+        || (version == 0 && r.topics.as_ref().is_some_and(|t| t.is_empty()) && denied.is_empty());
+    if r.topics.as_ref().is_some_and(|t| t.is_empty()) && !denied.is_empty() && version == 0 {
+        // v0's empty list asks for every topic: ask for none instead.
+        r.topics = Some(vec![kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_static_str(""))))]);
+    }
+    let mut reply = handle_allowed(shared, r, version).await;
+    if let Reply::Message(message) = &mut reply {
+        if let ResponseKind::Metadata(response) = message.as_mut() {
+            if all {
+                response.topics.retain(|t| t.name.as_ref().is_some_and(|n| may(Operation::Describe, n)));
+            } else {
+                response.topics.retain(|t| t.name.as_ref().is_none_or(|n| !n.is_empty()));
+            }
+            for name in denied {
+                response.topics.push(
+                    MetadataResponseTopic::default()
+                        .with_name(Some(TopicName(StrBytes::from_string(name))))
+                        .with_error_code(ResponseError::TopicAuthorizationFailed.code()),
+                );
+            }
+        }
+    }
+    reply
+}
+
+async fn handle_allowed(shared: &Arc<Shared>, r: MetadataRequest, version: i16) -> Reply {
     if let Some(repl) = &shared.replication {
         return handle_replicated(shared, r, version, repl).await;
     }

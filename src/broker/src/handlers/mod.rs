@@ -6,9 +6,11 @@
 //! version not served gets UNSUPPORTED_VERSION and the served ranges, so the
 //! client can retry with one it has.
 
+mod acls;
 mod alter_configs;
 mod alter_partition_reassignments;
 mod api_versions;
+mod authorize;
 pub(crate) mod configs;
 mod controlled_shutdown;
 mod controller_requests;
@@ -98,6 +100,9 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeGroups, describe_groups::VERSIONS.0, describe_groups::VERSIONS.1),
     (ApiKey::DeleteGroups, delete_groups::VERSIONS.0, delete_groups::VERSIONS.1),
     (ApiKey::OffsetDelete, offset_delete::VERSIONS.0, offset_delete::VERSIONS.1),
+    (ApiKey::DescribeAcls, acls::VERSIONS.0, acls::VERSIONS.1),
+    (ApiKey::CreateAcls, acls::VERSIONS.0, acls::VERSIONS.1),
+    (ApiKey::DeleteAcls, acls::VERSIONS.0, acls::VERSIONS.1),
     (ApiKey::SaslHandshake, sasl::HANDSHAKE_VERSIONS.0, sasl::HANDSHAKE_VERSIONS.1),
     (ApiKey::SaslAuthenticate, sasl::AUTHENTICATE_VERSIONS.0, sasl::AUTHENTICATE_VERSIONS.1),
     (
@@ -180,6 +185,9 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::DescribeGroups => "DescribeGroups",
         ApiKey::DeleteGroups => "DeleteGroups",
         ApiKey::OffsetDelete => "OffsetDelete",
+        ApiKey::DescribeAcls => "DescribeAcls",
+        ApiKey::CreateAcls => "CreateAcls",
+        ApiKey::DeleteAcls => "DeleteAcls",
         ApiKey::SaslHandshake => "SaslHandshake",
         ApiKey::SaslAuthenticate => "SaslAuthenticate",
         ApiKey::DescribeUserScramCredentials => "DescribeUserScramCredentials",
@@ -230,6 +238,9 @@ pub async fn handle(shared: &Arc<Shared>, frame: Bytes) -> Outcome {
         Ok(r) => r,
         Err(e) => return Outcome::Close { api, reason: format!("malformed {api} v{version} request: {e}") },
     };
+    if let Some(refused) = authorize::refusal(shared, &request) {
+        return encoded(api, key, version, header.correlation_id, &refused);
+    }
     let reply = match request {
         RequestKind::ApiVersions(r) => api_versions::handle(r),
         RequestKind::Metadata(r) => metadata::handle(shared, r, version).await,
@@ -265,6 +276,9 @@ pub async fn handle(shared: &Arc<Shared>, frame: Bytes) -> Outcome {
         RequestKind::DescribeGroups(r) => describe_groups::handle(shared, r, version).await,
         RequestKind::DeleteGroups(r) => delete_groups::handle(shared, r).await,
         RequestKind::OffsetDelete(r) => offset_delete::handle(shared, r).await,
+        RequestKind::DescribeAcls(r) => acls::describe(shared, r),
+        RequestKind::CreateAcls(r) => acls::create(shared, r).await,
+        RequestKind::DeleteAcls(r) => acls::delete(shared, r).await,
         RequestKind::SaslHandshake(_) => sasl::handshake(),
         RequestKind::SaslAuthenticate(_) => sasl::authenticate(),
         RequestKind::DescribeUserScramCredentials(r) => user_scram_credentials::describe(shared, r),
@@ -274,21 +288,27 @@ pub async fn handle(shared: &Arc<Shared>, frame: Bytes) -> Outcome {
     match reply {
         Reply::Nothing => Outcome::NoResponse { api },
         Reply::Built(response) => Outcome::Respond { api, response },
-        Reply::Message(message) => {
-            let mut buf = bytes::BytesMut::new();
-            let encoded = crate::response::encode_header(
-                &mut buf,
-                header.correlation_id,
-                key.response_header_version(version),
-            )
-            .and_then(|_| message.encode(&mut buf, version));
-            match encoded {
-                Ok(()) => Outcome::Respond { api, response: Response::bytes(buf.freeze()) },
-                Err(e) => {
-                    Outcome::Close { api, reason: format!("encoding the {api} v{version} response: {e}") }
-                }
-            }
+        Reply::Message(mut message) => {
+            authorize::filter(shared, &mut message);
+            encoded(api, key, version, header.correlation_id, &message)
         }
+    }
+}
+
+fn encoded(
+    api: &'static str,
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    message: &ResponseKind,
+) -> Outcome {
+    let mut buf = bytes::BytesMut::new();
+    let encoded =
+        crate::response::encode_header(&mut buf, correlation_id, key.response_header_version(version))
+            .and_then(|_| message.encode(&mut buf, version));
+    match encoded {
+        Ok(()) => Outcome::Respond { api, response: Response::bytes(buf.freeze()) },
+        Err(e) => Outcome::Close { api, reason: format!("encoding the {api} v{version} response: {e}") },
     }
 }
 

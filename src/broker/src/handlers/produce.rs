@@ -16,6 +16,7 @@ use kafka_protocol::ResponseError;
 
 use super::{blocking, Reply};
 use crate::replica_manager::describe_code;
+use crate::security::acl::{Operation, ResourceType};
 use crate::server::Shared;
 
 pub const VERSIONS: (i16, i16) = (3, 8);
@@ -44,11 +45,15 @@ pub async fn handle(shared: &Arc<Shared>, r: ProduceRequest, _version: i16) -> R
     let mut pending = Vec::new();
     for topic in r.topic_data {
         let name = topic.name.0.to_string();
+        let refused = refused.or_else(|| {
+            (!shared.authorize(Operation::Write, ResourceType::Topic, &name))
+                .then_some((ResponseError::TopicAuthorizationFailed.code(), "Topic authorization failed."))
+        });
         let mut parts = Vec::new();
         for p in topic.partition_data {
             let index = p.index;
-            if refused.is_some() {
-                parts.push((index, None));
+            if let Some(refusal) = refused {
+                parts.push((index, Err(refusal)));
                 continue;
             }
             let manager = shared.replica_manager.clone();
@@ -64,7 +69,7 @@ pub async fn handle(shared: &Arc<Shared>, r: ProduceRequest, _version: i16) -> R
                 let result = blocking(append).await;
                 tokio::spawn(async move { result })
             };
-            parts.push((index, Some(task)));
+            parts.push((index, Ok(task)));
         }
         pending.push((name, parts));
     }
@@ -78,12 +83,11 @@ pub async fn handle(shared: &Arc<Shared>, r: ProduceRequest, _version: i16) -> R
                 .with_log_append_time_ms(-1)
                 .with_log_start_offset(-1);
             match task {
-                None => {
-                    let (code, why) = refused.unwrap_or((-1, ""));
+                Err((code, why)) => {
                     resp.error_code = code;
                     resp.error_message = Some(StrBytes::from_static_str(why));
                 }
-                Some(task) => match task.await {
+                Ok(task) => match task.await {
                     Ok(Ok(a)) => {
                         // acks=all: answered once the in-sync replicas have the batch.
                         let code = if acks == -1 {

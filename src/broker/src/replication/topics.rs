@@ -254,6 +254,81 @@ impl Replication {
         ))
     }
 
+    /// Changes the ACLs of one resource pattern (`change` applied to them,
+    /// conditionally on the znode's version), creating the znode and its
+    /// parents or deleting it when none are left; with a Kafka broker live,
+    /// the change notification its authorizer reads.
+    pub async fn update_acls(
+        &self,
+        resource: &crate::security::acl::Resource,
+        change: impl Fn(&mut std::collections::BTreeSet<crate::security::acl::Ace>),
+    ) -> Result<(), (i16, String)> {
+        use crate::security::acl;
+        let client = self.connected()?;
+        let path = acl::znode(resource);
+        let persistent = CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+        for _ in 0..10 {
+            let (mut aces, version) = match client.get_data(&path).await {
+                Ok((d, stat)) => {
+                    (acl::from_json(&serde_json::from_slice(&d).unwrap_or_default()), Some(stat.version))
+                }
+                Err(ZkError::NoNode) => (Default::default(), None),
+                Err(e) => return Err(refusal(e)),
+            };
+            let before = aces.clone();
+            change(&mut aces);
+            if aces == before {
+                return Ok(());
+            }
+            let data = acl::to_json(&aces).to_string().into_bytes();
+            let written = match (version, aces.is_empty()) {
+                (None, true) => Ok(()),
+                (Some(v), true) => client.delete(&path, Some(v)).await,
+                (Some(v), false) => client.set_data(&path, &data, Some(v)).await.map(drop),
+                (None, false) => match client.create(&path, &data, &persistent).await {
+                    Err(ZkError::NoNode) => {
+                        // Its parents first (`/kafka-acl/Topic`, ...).
+                        let mut at = String::new();
+                        for part in path
+                            .trim_start_matches('/')
+                            .split('/')
+                            .collect::<Vec<_>>()
+                            .split_last()
+                            .map_or(&[][..], |(_, p)| p)
+                        {
+                            at.push('/');
+                            at.push_str(part);
+                            let _ = client.create(&at, b"", &persistent).await;
+                        }
+                        Err(ZkError::BadVersion)
+                    }
+                    other => other.map(drop),
+                },
+            };
+            match written {
+                Ok(()) => {
+                    if self.view().has_kafka_broker() {
+                        let (parent, note) = acl::change_notification(resource);
+                        let sequential =
+                            CreateMode::PersistentSequential.with_acls(zookeeper_client::Acls::anyone_all());
+                        let _ = client.create(parent, b"", &persistent).await;
+                        client
+                            .create(&format!("{parent}/acl_changes_"), &note, &sequential)
+                            .await
+                            .map_err(refusal)?;
+                    }
+                    return Ok(());
+                }
+                Err(ZkError::BadVersion | ZkError::NodeExists | ZkError::NoNode) => continue,
+                Err(e) => return Err(refusal(e)),
+            }
+        }
+        Err((
+            kafka_protocol::ResponseError::UnknownServerError.code(),
+            format!("the ACLs of {} kept changing under this change", acl::znode(resource)),
+        ))
+    }
+
     /// Writes a config znode (its version after the write) and, while a Kafka
     /// broker is a member, the `/config/changes` notification by which Kafka
     /// brokers learn of it (Kafka's brokers delete old notifications; with

@@ -2,6 +2,9 @@
 //! controller, and every topic's assignment, config and partition states.
 //! Every member keeps the latest copy; Metadata answers from it.
 
+use std::sync::Arc;
+
+use crate::security::acl::{self, Acls, PatternType, Resource, ResourceType};
 use std::collections::BTreeMap;
 
 use zookeeper_client::{Client, Error as ZkError};
@@ -65,6 +68,8 @@ pub struct ClusterView {
     pub broker_configs: crate::dynamic_config::Entities,
     /// Each user's configs (`/config/users/<user>`): its SCRAM credentials.
     pub user_configs: crate::dynamic_config::Entities,
+    /// The ACLs (`/kafka-acl/...`, `/kafka-acl-extended/prefixed/...`).
+    pub acls: Arc<Acls>,
 }
 
 impl ClusterView {
@@ -135,6 +140,24 @@ pub async fn read(client: &Client) -> Result<ClusterView, ZkError> {
             view.user_configs.insert(user, znodes::config_from_json(&d));
         }
     }
+    let mut acls = Acls::new();
+    for (root, pattern) in
+        [(acl::LITERAL_ROOT, PatternType::Literal), (acl::PREFIXED_ROOT, PatternType::Prefixed)]
+    {
+        for type_name in children(client, root).await? {
+            let Some(resource_type) = ResourceType::from_name(&type_name) else { continue };
+            for name in children(client, &format!("{root}/{type_name}")).await? {
+                let resource = Resource { resource_type, name, pattern };
+                if let Some((d, _)) = data(client, &acl::znode(&resource)).await? {
+                    let aces = acl::from_json(&serde_json::from_slice(&d).unwrap_or_default());
+                    if !aces.is_empty() {
+                        acls.insert(resource, aces);
+                    }
+                }
+            }
+        }
+    }
+    view.acls = Arc::new(acls);
     view.controller =
         data(client, znodes::CONTROLLER).await?.and_then(|(d, _)| znodes::controller_from_json(&d));
     for name in children(client, znodes::BROKER_TOPICS).await? {

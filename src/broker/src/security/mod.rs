@@ -3,8 +3,10 @@
 //! principal each connection is served as. Every key is read for a listener
 //! as Kafka reads it: `listener.name.<listener>.<key>` over `<key>`.
 
+pub mod acl;
 pub mod jaas;
 pub mod listeners;
+pub mod pki;
 pub mod principal;
 pub mod sasl;
 pub mod scram;
