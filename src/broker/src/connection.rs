@@ -75,7 +75,8 @@ async fn accept_tls(
     within: Duration,
 ) -> Option<Transport> {
     let Some(acceptor) = &security.tls else { return Some(Transport::Plain(stream)) };
-    match tokio::time::timeout(within, acceptor.accept(stream)).await {
+    let buffered = tokio::io::BufReader::with_capacity(crate::transport::TLS_READ_BUFFER, stream);
+    match tokio::time::timeout(within, acceptor.accept(buffered)).await {
         Ok(Ok(tls)) => Some(Transport::Tls(Box::new(tls))),
         Ok(Err(e)) => {
             shared.metrics.authentication_failures.inc();

@@ -11,15 +11,23 @@ use tokio::net::TcpStream;
 
 pub enum Transport {
     Plain(TcpStream),
-    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+    Tls(Box<tokio_rustls::server::TlsStream<Buffered>>),
 }
+
+/// TLS reads its records from a buffer: rustls asks for a few KiB at a time,
+/// and a client sending many small records would otherwise cost a read
+/// (and a wakeup) each.
+pub type Buffered = tokio::io::BufReader<TcpStream>;
+
+/// The read buffer under TLS.
+pub const TLS_READ_BUFFER: usize = 64 << 10;
 
 impl Transport {
     /// The TCP connection underneath.
     pub fn tcp(&self) -> &TcpStream {
         match self {
             Transport::Plain(s) => s,
-            Transport::Tls(s) => s.get_ref().0,
+            Transport::Tls(s) => s.get_ref().0.get_ref(),
         }
     }
 
