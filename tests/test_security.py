@@ -698,3 +698,72 @@ def test_seglog_cluster_secure_starts_a_sasl_ssl_cluster_and_says_how_to_reach_i
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
+
+
+@pytest.mark.java
+def test_ssl_client_certificates_from_kafka_python_aiokafka_and_java(tmp_path: Path, pki: Pki) -> None:
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.helpers import create_ssl_context
+    from cryptography.hazmat.primitives import serialization
+    from kafka import KafkaConsumer
+
+    from java_helpers import VERSIONS, run
+
+    # Java's PEM keystore reads PKCS#8 keys: the client's key rewritten so, with its chain.
+    key = serialization.load_pem_private_key(pki.client_key.read_bytes(), password=None)
+    pkcs8 = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    keystore = tmp_path / "client-keystore.pem"
+    keystore.write_bytes(pkcs8 + pki.client_cert.read_bytes())
+    with seglog.Broker(tmp_path / "store", config=ssl_config(pki, "required")) as broker:
+        bootstrap = address(broker, "SSL")
+        for version in VERSIONS:
+            lines = run(
+                version,
+                "produce",
+                bootstrap=bootstrap,
+                topic="j",
+                count=20,
+                client_security_protocol="SSL",
+                client_ssl_keystore_type="PEM",
+                client_ssl_keystore_location=str(keystore),
+                client_ssl_truststore_type="PEM",
+                client_ssl_truststore_location=str(pki.ca),
+            )
+            assert not [line for line in lines if "error" in line], lines[:3]
+
+        async def produce_aio() -> None:
+            context = create_ssl_context(
+                cafile=str(pki.ca), certfile=str(pki.client_cert), keyfile=str(pki.client_key)
+            )
+            p = AIOKafkaProducer(bootstrap_servers=bootstrap, security_protocol="SSL", ssl_context=context)
+            await p.start()
+            try:
+                for i in range(10):
+                    await p.send_and_wait("j", f"aio{i}".encode())
+            finally:
+                await p.stop()
+
+        asyncio.run(produce_aio())
+        consumer = KafkaConsumer(
+            "j",
+            bootstrap_servers=bootstrap,
+            security_protocol="SSL",
+            ssl_cafile=str(pki.ca),
+            ssl_certfile=str(pki.client_cert),
+            ssl_keyfile=str(pki.client_key),
+            auto_offset_reset="earliest",
+        )
+        values: list[bytes] = []
+        deadline = time.monotonic() + 60
+        try:
+            while len(values) < 20 * len(VERSIONS) + 10 and time.monotonic() < deadline:
+                for records in consumer.poll(timeout_ms=500).values():
+                    values += [m.value for m in records]
+        finally:
+            consumer.close()
+        assert len(values) == 20 * len(VERSIONS) + 10
+        assert sorted(v for v in values if v.startswith(b"aio")) == sorted(
+            f"aio{i}".encode() for i in range(10)
+        )
