@@ -108,19 +108,11 @@ impl Authentication {
     }
 
     fn handshake(&mut self, frame: &Bytes, version: i16) -> Gate {
-        let (lo, hi) = HANDSHAKE_VERSIONS;
-        if !(lo..=hi).contains(&version) {
-            return Gate::Close(format!("SaslHandshake v{version} is not served ({lo} to {hi})"));
-        }
-        let mut body = frame.clone();
-        let Ok(header) =
-            RequestHeader::decode(&mut body, ApiKey::SaslHandshake.request_header_version(version))
-        else {
-            return Gate::Close("a malformed SaslHandshake header".into());
-        };
-        let Ok(request) = SaslHandshakeRequest::decode(&mut body, version) else {
-            return Gate::Close("a malformed SaslHandshake request".into());
-        };
+        let (header, request) =
+            match decode::<SaslHandshakeRequest>(frame, ApiKey::SaslHandshake, version, HANDSHAKE_VERSIONS) {
+                Ok(decoded) => decoded,
+                Err(reason) => return Gate::Close(reason),
+            };
         let enabled: Vec<StrBytes> =
             self.listener.mechanisms.iter().map(|m| StrBytes::from_static_str(m.name())).collect();
         let answer = |code: i16| {
@@ -199,18 +191,14 @@ impl Authentication {
     }
 
     fn authenticate(&mut self, shared: &Shared, frame: &Bytes, version: i16) -> Gate {
-        let (lo, hi) = AUTHENTICATE_VERSIONS;
-        if !(lo..=hi).contains(&version) {
-            return Gate::Close(format!("SaslAuthenticate v{version} is not served ({lo} to {hi})"));
-        }
-        let mut body = frame.clone();
-        let Ok(header) =
-            RequestHeader::decode(&mut body, ApiKey::SaslAuthenticate.request_header_version(version))
-        else {
-            return Gate::Close("a malformed SaslAuthenticate header".into());
-        };
-        let Ok(request) = SaslAuthenticateRequest::decode(&mut body, version) else {
-            return Gate::Close("a malformed SaslAuthenticate request".into());
+        let (header, request) = match decode::<SaslAuthenticateRequest>(
+            frame,
+            ApiKey::SaslAuthenticate,
+            version,
+            AUTHENTICATE_VERSIONS,
+        ) {
+            Ok(decoded) => decoded,
+            Err(reason) => return Gate::Close(reason),
         };
         self.renewable = version >= 1;
         let encode = |body: SaslAuthenticateResponse| {
@@ -254,6 +242,25 @@ impl Authentication {
             Err((_, why)) => Gate::Close(format!("authentication failed: {why}")),
         }
     }
+}
+
+/// A SASL request's header and body, at a version served; or why the
+/// connection is closed.
+fn decode<R: Decodable>(
+    frame: &Bytes,
+    key: ApiKey,
+    version: i16,
+    (lo, hi): (i16, i16),
+) -> Result<(RequestHeader, R), String> {
+    let name = crate::handlers::api_name(key);
+    if !(lo..=hi).contains(&version) {
+        return Err(format!("{name} v{version} is not served ({lo} to {hi})"));
+    }
+    let mut body = frame.clone();
+    let header = RequestHeader::decode(&mut body, key.request_header_version(version))
+        .map_err(|_| format!("a malformed {name} header"))?;
+    let request = R::decode(&mut body, version).map_err(|_| format!("a malformed {name} request"))?;
+    Ok((header, request))
 }
 
 fn reply(r: anyhow::Result<Response>) -> Gate {

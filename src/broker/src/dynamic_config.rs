@@ -173,24 +173,38 @@ pub const LOCAL_FILE: &str = ".broker-configs.json";
 /// holds them in a cluster). Readable only by the broker's own user.
 pub const USERS_FILE: &str = ".user-configs.json";
 
+/// A single broker's JSON file of `what` (its configs, users or ACLs);
+/// `None` if there is none yet.
+pub fn read_json(path: &Path, what: &str) -> seglog_core::Result<Option<Value>> {
+    match std::fs::read(path) {
+        Ok(data) => serde_json::from_slice(&data).map(Some).map_err(|e| seglog_core::Error::CorruptFile {
+            path: path.to_path_buf(),
+            reason: format!("unreadable {what}: {e}"),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(seglog_core::Error::at(path)(e)),
+    }
+}
+
+/// Replaces such a file atomically, readable by the broker's user alone
+/// (it may hold credentials, as ZooKeeper's would).
+pub fn write_json(path: &Path, value: &Value) -> seglog_core::Result<()> {
+    seglog_core::checkpoint::write_atomic(path, value.to_string().as_bytes())?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(seglog_core::Error::at(path))
+}
+
 impl LocalConfigs {
     pub fn open(dir: &Path, file: &str) -> seglog_core::Result<LocalConfigs> {
         let path = dir.join(file);
-        let entities = match std::fs::read(&path) {
-            Ok(data) => {
-                let v: Value =
-                    serde_json::from_slice(&data).map_err(|e| seglog_core::Error::CorruptFile {
-                        path: path.clone(),
-                        reason: format!("unreadable broker configs: {e}"),
-                    })?;
+        let entities = read_json(&path, "broker configs")?
+            .and_then(|v| {
                 v["entities"]
                     .as_object()
                     .map(|m| m.iter().map(|(e, c)| (e.clone(), config_from_value(c))).collect())
-                    .unwrap_or_default()
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Entities::new(),
-            Err(e) => return Err(seglog_core::Error::at(&path)(e)),
-        };
+            })
+            .unwrap_or_default();
         Ok(LocalConfigs { path, entities: RwLock::new(entities) })
     }
 
@@ -221,12 +235,7 @@ impl LocalConfigs {
         }
         let body: serde_json::Map<String, Value> =
             next.iter().map(|(e, c)| (e.clone(), config_to_value(c))).collect();
-        let text = json!({"version": 1, "entities": body}).to_string();
-        seglog_core::checkpoint::write_atomic(&self.path, text.as_bytes())?;
-        // Credentials are for the broker alone (as ZooKeeper's would be).
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&self.path, std::fs::Permissions::from_mode(0o600))
-            .map_err(seglog_core::Error::at(&self.path))?;
+        write_json(&self.path, &json!({"version": 1, "entities": body}))?;
         *entities = next;
         Ok(())
     }

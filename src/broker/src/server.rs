@@ -29,13 +29,6 @@ use crate::security::listeners::{Listener, SecurityProtocol};
 use crate::security::scram::{ScramCredential, ScramMechanism};
 use crate::security::{InterBroker, ListenerSecurity};
 
-fn config_bound(
-    listeners: &[Listener],
-    bound: &[(TcpListener, SocketAddr)],
-) -> Vec<(String, SecurityProtocol, SocketAddr)> {
-    listeners.iter().zip(bound).map(|(l, (_, addr))| (l.name.clone(), l.protocol, *addr)).collect()
-}
-
 /// What every request handler can see.
 pub struct Shared {
     pub store: Arc<Store>,
@@ -522,4 +515,12 @@ async fn accept_loop(
     drop(listener);
     // Each connection finishes the request it is serving and then closes.
     while connections.join_next().await.is_some() {}
+}
+
+/// Each listener's name, protocol and bound address.
+fn config_bound(
+    listeners: &[Listener],
+    bound: &[(TcpListener, SocketAddr)],
+) -> Vec<(String, SecurityProtocol, SocketAddr)> {
+    listeners.iter().zip(bound).map(|(l, (_, addr))| (l.name.clone(), l.protocol, *addr)).collect()
 }

@@ -408,31 +408,21 @@ impl LocalAcls {
     pub fn open(dir: &std::path::Path) -> seglog_core::Result<LocalAcls> {
         let path = dir.join(LOCAL_FILE);
         let mut acls = Acls::new();
-        match std::fs::read(&path) {
-            Ok(data) => {
-                let v: Value =
-                    serde_json::from_slice(&data).map_err(|e| seglog_core::Error::CorruptFile {
-                        path: path.clone(),
-                        reason: format!("unreadable ACLs: {e}"),
-                    })?;
-                for r in v["resources"].as_array().into_iter().flatten() {
-                    let resource = (|| {
-                        Some(Resource {
-                            resource_type: ResourceType::from_name(r["resourceType"].as_str()?)?,
-                            name: r["name"].as_str()?.to_string(),
-                            pattern: match r["patternType"].as_str()? {
-                                "PREFIXED" => PatternType::Prefixed,
-                                _ => PatternType::Literal,
-                            },
-                        })
-                    })();
-                    if let Some(resource) = resource {
-                        acls.insert(resource, from_json(r));
-                    }
-                }
+        let stored = crate::dynamic_config::read_json(&path, "ACLs")?.unwrap_or_default();
+        for r in stored["resources"].as_array().into_iter().flatten() {
+            let resource = (|| {
+                Some(Resource {
+                    resource_type: ResourceType::from_name(r["resourceType"].as_str()?)?,
+                    name: r["name"].as_str()?.to_string(),
+                    pattern: match r["patternType"].as_str()? {
+                        "PREFIXED" => PatternType::Prefixed,
+                        _ => PatternType::Literal,
+                    },
+                })
+            })();
+            if let Some(resource) = resource {
+                acls.insert(resource, from_json(r));
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(seglog_core::Error::at(&path)(e)),
         }
         Ok(LocalAcls { path, acls: parking_lot::RwLock::new(std::sync::Arc::new(acls)) })
     }
@@ -457,8 +447,7 @@ impl LocalAcls {
                 v
             })
             .collect();
-        let text = json!({"version": 1, "resources": resources}).to_string();
-        seglog_core::checkpoint::write_atomic(&self.path, text.as_bytes())?;
+        crate::dynamic_config::write_json(&self.path, &json!({"version": 1, "resources": resources}))?;
         *current = std::sync::Arc::new(next);
         Ok(out)
     }
