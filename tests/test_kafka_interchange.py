@@ -106,9 +106,17 @@ def kafka_dir(tmp_path: Path, zookeeper: ZooKeeper) -> Iterator[KafkaBroker]:
     kafka.stop()
 
 
-def create_topics(bootstrap: str) -> None:
+def create_topics(bootstrap: str, *, kafka_4_bounds: bool = False) -> None:
+    """TOPICS on the broker at ``bootstrap``; where Kafka 4's bounds hold (seglog's
+    broker), segments under 1 MiB are asked for as ``internal.segment.bytes``."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    wanted = [NewTopic(t, p, 1, config=c) for t, (p, c) in TOPICS.items()]
+
+    def config(c: dict[str, str]) -> dict[str, str]:
+        if kafka_4_bounds and "segment.bytes" in c:
+            c = {("internal.segment.bytes" if k == "segment.bytes" else k): v for k, v in c.items()}
+        return c
+
+    wanted = [NewTopic(t, p, 1, config=config(c)) for t, (p, c) in TOPICS.items()]
     for f in admin.create_topics(wanted).values():
         f.result()
 
@@ -396,7 +404,7 @@ def test_kafka_serves_a_log_directory_seglog_wrote(kafka_dir: KafkaBroker, stop:
     )
     bootstrap = kafka.bootstrap_servers
     try:
-        create_topics(bootstrap)
+        create_topics(bootstrap, kafka_4_bounds=True)
         producer = Idempotent(bootstrap)
         committed = write_the_mix(bootstrap, producer)
         wait_for_cleaner_and_retention(kafka.bootstrap_servers, kafka.log_dir)

@@ -805,14 +805,14 @@ def test_topic_admin_goes_through_zookeeper(
     topic_with_full_isr(cluster, zk, partitions=2, retention_ms="3600000")
     a = AdminClient({"bootstrap.servers": str(cluster.address(max(BROKERS)))})
     res = ConfigResource(ConfigResource.Type.TOPIC, TOPIC)
-    entry = ConfigEntry("segment.bytes", "65536", incremental_operation=AlterConfigOpType.SET)
+    entry = ConfigEntry("segment.bytes", "2097152", incremental_operation=AlterConfigOpType.SET)
     a.incremental_alter_configs(
         [ConfigResource(ConfigResource.Type.TOPIC, TOPIC, incremental_configs=[entry])]
     )[res].result(30)
-    want = {"retention.ms": "3600000", "segment.bytes": "65536"}
+    want = {"retention.ms": "3600000", "segment.bytes": "2097152"}
     assert zk.topic_config(TOPIC) == want
     described = a.describe_configs([res])[res].result(30)
-    assert described["segment.bytes"].value == "65536"
+    assert described["segment.bytes"].value == "2097152"
 
     a.create_partitions([NewPartitions(TOPIC, 4)])[TOPIC].result(30)
     zk.wait_until_isr(TOPIC, range(4), BROKERS, timeout=30)

@@ -118,6 +118,15 @@ pub struct BrokerConfig {
     /// replication throttles measure a rate.
     pub replication_quota_window_num: usize,
     pub replication_quota_window_size_seconds: u64,
+    /// `quota.window.num` and `quota.window.size.seconds`: the windows over
+    /// which client quotas (produce, fetch, request time) measure a rate.
+    pub quota_window_num: usize,
+    pub quota_window_size_seconds: u64,
+    /// `controller.quota.window.num` and
+    /// `controller.quota.window.size.seconds`: the controller mutation
+    /// quota's burst is its rate over these windows.
+    pub controller_quota_window_num: usize,
+    pub controller_quota_window_size_seconds: u64,
     /// `max.connections`: open connections in all; while they are all
     /// taken, new ones wait to be accepted. `None`: three quarters of the
     /// process's file descriptors (see `connection_quotas`).
@@ -180,6 +189,10 @@ impl Default for BrokerConfig {
             max_incremental_fetch_session_cache_slots: 1000,
             replication_quota_window_num: 11,
             replication_quota_window_size_seconds: 1,
+            quota_window_num: 11,
+            quota_window_size_seconds: 1,
+            controller_quota_window_num: 11,
+            controller_quota_window_size_seconds: 1,
             max_connections: None,
             max_connections_per_ip: i32::MAX as usize,
             max_connections_per_ip_overrides: Vec::new(),
@@ -248,6 +261,10 @@ pub const BROKER_KEYS: &[&str] = &[
     "max.incremental.fetch.session.cache.slots",
     "replication.quota.window.num",
     "replication.quota.window.size.seconds",
+    "quota.window.num",
+    "quota.window.size.seconds",
+    "controller.quota.window.num",
+    "controller.quota.window.size.seconds",
     "max.connections",
     "max.connections.per.ip",
     "max.connections.per.ip.overrides",
@@ -411,6 +428,16 @@ impl BrokerConfig {
                 }
                 "replication.quota.window.size.seconds" => {
                     c.replication_quota_window_size_seconds = int(key, value, 1, i32::MAX.into())? as u64
+                }
+                "quota.window.num" => c.quota_window_num = int(key, value, 1, i32::MAX.into())? as usize,
+                "quota.window.size.seconds" => {
+                    c.quota_window_size_seconds = int(key, value, 1, i32::MAX.into())? as u64
+                }
+                "controller.quota.window.num" => {
+                    c.controller_quota_window_num = int(key, value, 1, i32::MAX.into())? as usize
+                }
+                "controller.quota.window.size.seconds" => {
+                    c.controller_quota_window_size_seconds = int(key, value, 1, i32::MAX.into())? as u64
                 }
                 "max.connections" => c.max_connections = Some(int(key, value, 0, i32::MAX.into())? as usize),
                 "max.connections.per.ip" => {

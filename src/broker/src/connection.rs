@@ -41,6 +41,10 @@ pub struct RequestContext {
     pub listener: Arc<str>,
     /// `User:<name>`, or `User:ANONYMOUS`.
     pub principal: Arc<str>,
+    /// How long the client must wait after the request being handled (the
+    /// longest of its quotas' throttles, in milliseconds): its connection is
+    /// not read from meanwhile, as Kafka mutes a throttled channel.
+    pub throttle_ms: Arc<std::sync::atomic::AtomicU64>,
 }
 
 tokio::task_local! {
@@ -58,6 +62,26 @@ pub fn principal_and_host() -> (Arc<str>, String) {
     CONTEXT
         .try_with(|c| (c.principal.clone(), c.peer.ip().to_canonical().to_string()))
         .unwrap_or_else(|_| (Arc::from(principal::ANONYMOUS), String::new()))
+}
+
+/// The user name quotas know the request's principal by (Kafka's
+/// `principal.getName`: `alice` of `User:alice`), and its client address.
+pub fn quota_user() -> String {
+    let (principal, _) = principal_and_host();
+    principal.split_once(':').map_or(principal.to_string(), |(_, name)| name.to_string())
+}
+
+/// Makes the client of the request being handled wait at least `d` after it.
+pub fn throttle(d: Duration) {
+    let ms = d.as_millis().min(u128::from(i32::MAX as u32)) as u64;
+    let _ = CONTEXT.try_with(|c| c.throttle_ms.fetch_max(ms, std::sync::atomic::Ordering::Relaxed));
+}
+
+/// How long the client of the request being handled is to wait after it.
+pub fn throttled() -> Duration {
+    CONTEXT
+        .try_with(|c| Duration::from_millis(c.throttle_ms.load(std::sync::atomic::Ordering::Relaxed)))
+        .unwrap_or_default()
 }
 
 /// The listener the request being handled came on (`None` outside a request).
@@ -134,6 +158,7 @@ pub async fn serve_connection(
         peer,
         listener: Arc::from(security.name.as_str()),
         principal: Arc::from(principal.as_str()),
+        throttle_ms: Arc::default(),
     };
     loop {
         let frame = tokio::select! {
@@ -203,6 +228,7 @@ pub async fn serve_connection(
             }
         }
         let started = Instant::now();
+        context.throttle_ms.store(0, std::sync::atomic::Ordering::Relaxed);
         let handled = answer(&shared, &context, frame.bytes.clone());
         let outcome = if parks(&frame.bytes) {
             // A long poll or an acks=all wait: given up once its client is gone.
@@ -247,6 +273,15 @@ pub async fn serve_connection(
         metrics.request(api, took.as_secs_f64());
         if took.as_millis() as u64 >= shared.config.slow_request_ms {
             log("info", "slow_request", &[("peer", &peer), ("api", &api), ("ms", &took.as_millis())]);
+        }
+        let mute = Duration::from_millis(context.throttle_ms.load(std::sync::atomic::Ordering::Relaxed));
+        if !mute.is_zero() {
+            // Over a quota: the answer said how long to wait, and nothing
+            // more is read from this client until then.
+            tokio::select! {
+                _ = tokio::time::sleep(mute) => {}
+                _ = stop.changed() => break,
+            }
         }
     }
     metrics.connections.dec();

@@ -22,6 +22,7 @@
 
 mod authentication;
 mod blocking;
+mod client_quota;
 mod cluster;
 pub mod config;
 mod connection;

@@ -23,6 +23,8 @@ pub struct Metrics {
     errors: Family<Labels, Counter>,
     latency: Family<Labels, Histogram>,
     log_end_offsets: Family<Labels, Gauge>,
+    throttled: Family<Labels, Counter>,
+    throttle_ms: Family<Labels, Counter>,
     pub bytes_in: Counter,
     pub messages_in: Counter,
     pub bytes_out: Counter,
@@ -88,7 +90,11 @@ impl Default for Metrics {
         let latency =
             Family::<Labels, Histogram>::new_with_constructor(latency_histogram as fn() -> Histogram);
         let log_end_offsets = Family::<Labels, Gauge>::default();
+        let throttled = Family::<Labels, Counter>::default();
+        let throttle_ms = Family::<Labels, Counter>::default();
         let m = Metrics {
+            throttled: throttled.clone(),
+            throttle_ms: throttle_ms.clone(),
             requests: requests.clone(),
             errors: errors.clone(),
             latency: latency.clone(),
@@ -126,6 +132,16 @@ impl Default for Metrics {
             registry: Registry::default(),
         };
         registry.register("requests", "Requests handled, per API (Kafka's RequestsPerSec)", requests);
+        registry.register(
+            "quota_throttled",
+            "Requests over a client quota, per quota (produce, fetch, request, controller_mutation)",
+            throttled,
+        );
+        registry.register(
+            "quota_throttle_time_ms",
+            "Milliseconds clients were told to wait (and not read from), per quota",
+            throttle_ms,
+        );
         registry.register(
             "request_errors",
             "Error codes returned, per API and code (Kafka's ErrorsPerSec)",
@@ -295,6 +311,14 @@ impl Metrics {
         self.latency.get_or_create(&labels).observe(seconds);
     }
 
+    /// A request over quota `quota` (`produce`, `fetch`, `request`,
+    /// `controller_mutation`), its client told to wait `ms`.
+    pub fn throttled(&self, quota: &str, ms: u64) {
+        let labels = vec![("quota", quota.to_string())];
+        self.throttled.get_or_create(&labels).inc();
+        self.throttle_ms.get_or_create(&labels).inc_by(ms);
+    }
+
     pub fn error(&self, api: &str, code: i16) {
         if code != 0 {
             self.errors.get_or_create(&vec![("request", api.to_string()), ("error", code.to_string())]).inc();
@@ -352,6 +376,14 @@ impl Metrics {
         m.insert("follower_replication_held_back".into(), self.follower_held_back.get());
         m.insert("leader_partitions".into(), self.leader_partitions.get().max(0) as u64);
         m.insert("under_replicated_partitions".into(), self.under_replicated_partitions.get().max(0) as u64);
+        for quota in ["produce", "fetch", "request", "controller_mutation"] {
+            let labels = vec![("quota", quota.to_string())];
+            m.insert(format!("quota_throttled_{quota}"), self.throttled.get_or_create(&labels).get());
+            m.insert(
+                format!("quota_throttle_time_ms_{quota}"),
+                self.throttle_ms.get_or_create(&labels).get(),
+            );
+        }
         m
     }
 }

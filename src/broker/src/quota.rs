@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-/// Bytes recorded per window, oldest first.
+/// Amounts recorded per window, oldest first.
 #[derive(Debug)]
 pub struct Rate {
     window: Duration,
     windows: usize,
-    samples: VecDeque<(Instant, u64)>,
+    samples: VecDeque<(Instant, f64)>,
 }
 
 impl Rate {
@@ -31,7 +31,7 @@ impl Rate {
 
     /// Adds `amount` at `now` to the current window (a new one once the
     /// current one is a window old).
-    pub fn record(&mut self, now: Instant, amount: u64) {
+    pub fn record(&mut self, now: Instant, amount: f64) {
         self.purge(now);
         match self.samples.back_mut() {
             Some((start, total)) if now.saturating_duration_since(*start) < self.window => *total += amount,
@@ -48,7 +48,13 @@ impl Rate {
     /// oldest one started, counted as at least `windows - 1` whole windows.
     pub fn measure(&mut self, now: Instant) -> f64 {
         self.purge(now);
-        let total: u64 = self.samples.iter().map(|s| s.1).sum();
+        let total: f64 = self.samples.iter().map(|s| s.1).sum();
+        total / self.span(now).as_secs_f64().max(0.001)
+    }
+
+    /// The time the rate at `now` is taken over: since the oldest window
+    /// kept began, and at least `windows - 1` whole windows.
+    pub fn span(&self, now: Instant) -> Duration {
         let oldest = self.samples.front().map_or(now, |s| s.0);
         let mut elapsed = now.saturating_duration_since(oldest);
         let full = (elapsed.as_nanos() / self.window.as_nanos()) as usize;
@@ -56,7 +62,12 @@ impl Rate {
         if full < least {
             elapsed += self.window * (least - full) as u32;
         }
-        total as f64 / elapsed.as_secs_f64().max(0.001)
+        elapsed
+    }
+
+    /// The time since anything was last recorded (`None` if nothing is kept).
+    pub fn idle(&self, now: Instant) -> Option<Duration> {
+        self.samples.back().map(|s| now.saturating_duration_since(s.0))
     }
 
     /// Windows older than all the windows kept count no more.
@@ -90,7 +101,7 @@ impl Quota {
 
     pub fn record(&self, amount: u64) {
         if amount > 0 {
-            self.rate.lock().record(Instant::now(), amount);
+            self.rate.lock().record(Instant::now(), amount as f64);
         }
     }
 

@@ -12,6 +12,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::client_quota::{ClientQuotas, LocalQuotas, QuotaConfigs};
 use crate::config::BrokerConfig;
 use crate::connection::serve_connection;
 use crate::connection_quotas::{raise_descriptor_limit, ConnectionQuotas, OverIpLimit};
@@ -63,6 +64,10 @@ pub struct Shared {
     pub authorizer: Authorizer,
     /// A single broker's ACLs (a cluster member's are ZooKeeper's).
     pub local_acls: Option<LocalAcls>,
+    /// Each client's measured rates against its quotas.
+    pub client_quotas: ClientQuotas,
+    /// A single broker's quota configs (a cluster member's are ZooKeeper's).
+    pub local_quotas: Option<LocalQuotas>,
 }
 
 impl Shared {
@@ -94,6 +99,16 @@ impl Shared {
             (None, None) => return None,
         };
         ScramCredential::from_kafka(&text)
+    }
+
+    /// Every quota config: ZooKeeper's for a cluster member, the store's for
+    /// a single broker.
+    pub fn quota_configs(&self) -> Arc<QuotaConfigs> {
+        match (&self.replication, &self.local_quotas) {
+            (Some(r), _) => r.view().client_quotas.clone(),
+            (None, Some(local)) => local.get(),
+            (None, None) => Arc::new(QuotaConfigs::new()),
+        }
     }
 
     /// Every ACL: ZooKeeper's for a cluster member, the store's for a single broker.
@@ -308,12 +323,17 @@ impl Broker {
             stop_rx.clone(),
         ));
         let fetch_sessions = FetchSessions::new(config.max_incremental_fetch_session_cache_slots);
-        let (local_configs, local_users, local_acls) = match &replication {
-            Some(_) => (None, None, None),
+        let (local_configs, local_users, local_acls, local_quotas) = match &replication {
+            Some(_) => (None, None, None, None),
             None => match LocalConfigs::open(store.path(), LOCAL_FILE).and_then(|c| {
-                Ok((c, LocalConfigs::open(store.path(), USERS_FILE)?, LocalAcls::open(store.path())?))
+                Ok((
+                    c,
+                    LocalConfigs::open(store.path(), USERS_FILE)?,
+                    LocalAcls::open(store.path())?,
+                    LocalQuotas::open(store.path())?,
+                ))
             }) {
-                Ok((c, u, a)) => (Some(c), Some(u), Some(a)),
+                Ok((c, u, a, q)) => (Some(c), Some(u), Some(a), Some(q)),
                 Err(e) => {
                     let _ = stop.send(true);
                     return Err(e);
@@ -321,6 +341,7 @@ impl Broker {
             },
         };
         let authorizer = config.authorizer.clone();
+        let client_quotas = ClientQuotas::new(&config);
         let shared = Arc::new(Shared {
             store,
             config,
@@ -338,6 +359,8 @@ impl Broker {
             local_users,
             authorizer,
             local_acls,
+            client_quotas,
+            local_quotas,
         });
         runtime.spawn(shared.coordinator.clone().run_timer(stop_rx.clone()));
         crate::cluster::announce(

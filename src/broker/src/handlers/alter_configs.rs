@@ -56,6 +56,7 @@ pub fn alter_topic(
     if let Some(view) = cluster {
         let current = &view.topics.get(name).ok_or_else(unknown)?.config;
         let wanted = configs::applied(current, &changes(current)?);
+        configs::within_bounds(current, &wanted)?;
         store.config().topic_defaults.with_overrides(&wanted).map_err(invalid)?;
         return Ok(Some(Change::Topic(name.to_string(), wanted)));
     }
@@ -68,6 +69,7 @@ pub fn alter_topic(
     let changes = changes(&topic.overrides)?;
     // Unknown keys and bad values are INVALID_CONFIG, checked whole before any change.
     let wanted = configs::applied(&topic.overrides, &changes);
+    configs::within_bounds(&topic.overrides, &wanted)?;
     store.config().topic_defaults.with_overrides(&wanted).map_err(invalid)?;
     if validate_only {
         return Ok(None);

@@ -377,6 +377,37 @@ pub fn refusal(shared: &Shared, request: &RequestKind) -> Option<ResponseKind> {
                 ),
             )
         }
+        RequestKind::DescribeClientQuotas(_) if !cluster(shared, DescribeConfigs) => {
+            ResponseKind::DescribeClientQuotas(
+                DescribeClientQuotasResponse::default()
+                    .with_error_code(CLUSTER)
+                    .with_error_message(msg(CLUSTER)),
+            )
+        }
+        RequestKind::AlterClientQuotas(r) if !cluster(shared, AlterConfigs) => {
+            ResponseKind::AlterClientQuotas(
+                AlterClientQuotasResponse::default().with_entries(
+                    r.entries
+                        .iter()
+                        .map(|e| {
+                            alter_client_quotas_response::EntryData::default()
+                                .with_error_code(CLUSTER)
+                                .with_error_message(msg(CLUSTER))
+                                .with_entity(
+                                    e.entity
+                                        .iter()
+                                        .map(|d| {
+                                            alter_client_quotas_response::EntityData::default()
+                                                .with_entity_type(d.entity_type.clone())
+                                                .with_entity_name(d.entity_name.clone())
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect(),
+                ),
+            )
+        }
         RequestKind::ElectLeaders(_) if !cluster(shared, Alter) => {
             ResponseKind::ElectLeaders(ElectLeadersResponse::default().with_error_code(CLUSTER))
         }

@@ -10,6 +10,37 @@ use seglog_core::config::{LogConfig, StoreConfig, TOPIC_KEYS};
 
 use crate::config::BrokerConfig;
 
+/// Kafka 4's lower bound on `segment.bytes` (KIP-1030): a topic of tiny
+/// segments takes a file descriptor or more per few records. The embedded
+/// store keeps the old bound; only what comes over the wire is held to it.
+pub const MIN_SEGMENT_BYTES: i64 = 1 << 20;
+
+/// Kafka 4.1's topic key for segments below that bound, meant for tests:
+/// given at creation, it is the topic's `segment.bytes`.
+pub const INTERNAL_SEGMENT_BYTES: &str = "internal.segment.bytes";
+
+/// Checks the values `wanted` sets or changes (those equal to `current`'s
+/// are left as they are) against Kafka 4's bounds, with its message.
+pub fn within_bounds(
+    current: &BTreeMap<String, String>,
+    wanted: &BTreeMap<String, String>,
+) -> Result<(), (i16, String)> {
+    for (key, value) in wanted {
+        if current.get(key) == Some(value) || key != "segment.bytes" {
+            continue;
+        }
+        if value.trim().parse::<i64>().is_ok_and(|v| v < MIN_SEGMENT_BYTES) {
+            return Err((
+                ResponseError::InvalidConfig.code(),
+                format!(
+                    "Invalid value {value} for configuration segment.bytes: Value must be at least {MIN_SEGMENT_BYTES}"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Kafka's `ConfigResource.Type` ids.
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;

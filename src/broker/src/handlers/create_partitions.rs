@@ -99,6 +99,41 @@ fn too_many() -> Refusal {
 }
 
 pub async fn handle(shared: &Arc<Shared>, r: CreatePartitionsRequest, _version: i16) -> Reply {
+    // The partitions each topic has now: what it grows by counts against
+    // the client's controller mutation quota.
+    let before: Vec<i64> = match &shared.replication {
+        Some(repl) => {
+            let view = repl.view();
+            r.topics
+                .iter()
+                .map(|t| view.topics.get(t.name.0.as_str()).map_or(0, |v| v.assignment.len() as i64))
+                .collect()
+        }
+        None => r
+            .topics
+            .iter()
+            .map(|t| shared.store.topic(t.name.0.as_str()).map_or(0, |v| v.partitions.len() as i64))
+            .collect(),
+    };
+    let asked: Vec<i64> = r.topics.iter().map(|t| i64::from(t.count)).collect();
+    let validate_only = r.validate_only;
+    let reply = grow_topics(shared, r).await;
+    if let (Reply::Message(m), false) = (&reply, validate_only) {
+        if let ResponseKind::CreatePartitions(response) = m.as_ref() {
+            let grown: i64 = response
+                .results
+                .iter()
+                .zip(asked.iter().zip(&before))
+                .filter(|(result, _)| result.error_code == 0)
+                .map(|(_, (count, before))| (count - before).max(0))
+                .sum();
+            super::client_quotas::record_mutations(shared, grown);
+        }
+    }
+    reply
+}
+
+async fn grow_topics(shared: &Arc<Shared>, r: CreatePartitionsRequest) -> Reply {
     if let Some(repl) = &shared.replication {
         let view = repl.view();
         let over = over_budget(&r, |name| view.topics.get(name).map(|t| t.assignment.len()));

@@ -119,6 +119,10 @@ fn overrides_of(store: &Store, t: &CreatableTopic) -> Result<BTreeMap<String, St
         };
         overrides.insert(c.name.to_string(), value.to_string());
     }
+    super::configs::within_bounds(&BTreeMap::new(), &overrides)?;
+    if let Some(small) = overrides.remove(super::configs::INTERNAL_SEGMENT_BYTES) {
+        overrides.insert("segment.bytes".to_string(), small);
+    }
     // Kafka's message as it is, without the store's "invalid config: ".
     store.config().topic_defaults.with_overrides(&overrides).map_err(|e| match e {
         Error::InvalidConfig(m) => (ResponseError::InvalidConfig.code(), m),
@@ -259,14 +263,13 @@ pub async fn handle(shared: &Arc<Shared>, r: CreateTopicsRequest, _version: i16)
                 }
             });
         }
-        for t in &topics {
-            shared.metrics.error("CreateTopics", t.error_code);
-        }
+        record_created(shared, &r, &topics);
         return Reply::Message(Box::new(ResponseKind::CreateTopics(
             CreateTopicsResponse::default().with_topics(topics),
         )));
     }
     let store = shared.store.clone();
+    let asked = r.clone();
     let node = shared.config.node_id;
     let topics = blocking(move || {
         let outcomes =
@@ -287,8 +290,26 @@ pub async fn handle(shared: &Arc<Shared>, r: CreateTopicsRequest, _version: i16)
             .collect::<Vec<_>>()
     })
     .await;
-    for t in &topics {
+    record_created(shared, &asked, &topics);
+    Reply::Message(Box::new(ResponseKind::CreateTopics(CreateTopicsResponse::default().with_topics(topics))))
+}
+
+/// Counts the answers' errors, and the partitions created against the
+/// client's controller mutation quota.
+fn record_created(shared: &Shared, r: &CreateTopicsRequest, results: &[CreatableTopicResult]) {
+    for t in results {
         shared.metrics.error("CreateTopics", t.error_code);
     }
-    Reply::Message(Box::new(ResponseKind::CreateTopics(CreateTopicsResponse::default().with_topics(topics))))
+    if r.validate_only {
+        return;
+    }
+    let default = shared.store.config().num_partitions;
+    let created: Vec<CreatableTopic> = r
+        .topics
+        .iter()
+        .zip(results)
+        .filter(|(_, result)| result.error_code == 0)
+        .map(|(t, _)| t.clone())
+        .collect();
+    super::client_quotas::record_mutations(shared, partitions_asked(&created, default));
 }

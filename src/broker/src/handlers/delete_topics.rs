@@ -20,9 +20,38 @@ use crate::server::Shared;
 pub const VERSIONS: (i16, i16) = (1, 3);
 
 pub async fn handle(shared: &Arc<Shared>, r: DeleteTopicsRequest, _version: i16) -> Reply {
-    let store = shared.store.clone();
     let names: Vec<TopicName> =
-        r.topic_names.into_iter().chain(r.topics.into_iter().filter_map(|t| t.name)).collect();
+        r.topic_names.iter().cloned().chain(r.topics.iter().filter_map(|t| t.name.clone())).collect();
+    // The partitions of each topic: those deleted count against the client's
+    // controller mutation quota.
+    let partitions: std::collections::BTreeMap<String, i64> = names
+        .iter()
+        .map(|n| {
+            let name = n.0.as_str();
+            let count = match &shared.replication {
+                Some(repl) => repl.view().topics.get(name).map_or(0, |t| t.assignment.len() as i64),
+                None => shared.store.topic(name).map_or(0, |t| t.partitions.len() as i64),
+            };
+            (name.to_string(), count)
+        })
+        .collect();
+    let reply = delete(shared, names, r.timeout_ms).await;
+    if let Reply::Message(m) = &reply {
+        if let ResponseKind::DeleteTopics(response) = m.as_ref() {
+            let deleted: i64 = response
+                .responses
+                .iter()
+                .filter(|t| t.error_code == 0)
+                .filter_map(|t| partitions.get(t.name.as_ref()?.0.as_str()))
+                .sum();
+            super::client_quotas::record_mutations(shared, deleted);
+        }
+    }
+    reply
+}
+
+async fn delete(shared: &Arc<Shared>, names: Vec<TopicName>, timeout_ms: i32) -> Reply {
+    let store = shared.store.clone();
     if let Some(repl) = &shared.replication {
         // A cluster's topics are deleted in ZooKeeper; each member then drops its replicas.
         let mut responses = Vec::with_capacity(names.len());
@@ -34,7 +63,7 @@ pub async fn handle(shared: &Arc<Shared>, r: DeleteTopicsRequest, _version: i16)
                     format!("Deletion of internal topic {n} is prohibited."),
                 ))
             } else {
-                let timeout = std::time::Duration::from_millis(r.timeout_ms.max(0) as u64);
+                let timeout = std::time::Duration::from_millis(timeout_ms.max(0) as u64);
                 repl.delete_topic(&n, timeout).await
             };
             let result = DeletableTopicResult::default().with_name(Some(name));

@@ -66,8 +66,20 @@ pub async fn handle(shared: &Arc<Shared>, r: FetchRequest, header: &RequestHeade
         }
         Context::Sessionless => {}
     }
+    // A consumer under a fetch byte-rate quota reads at most what the quota
+    // allows over its windows in one response (as Kafka caps it), so that a
+    // response is never too large to be let through.
+    let consumer = r.replica_id.0 < 0;
+    let quotas = shared.quota_configs();
+    let user = crate::connection::quota_user();
+    let client_id = header.client_id.as_deref().unwrap_or("");
+    let most = match consumer {
+        true => shared.client_quotas.fetch.most_per_request(&quotas, &user, client_id),
+        false => None,
+    };
     let params = FetchParams {
-        max_bytes: i64::from(r.max_bytes.max(0)),
+        max_bytes: most
+            .map_or(i64::from(r.max_bytes.max(0)), |m| i64::from(r.max_bytes.max(0)).min(m.max(1.0) as i64)),
         min_bytes: r.min_bytes.max(0) as u64,
         deadline: Instant::now() + Duration::from_millis(r.max_wait_ms.max(0) as u64),
         reader: Reader {
@@ -103,12 +115,42 @@ pub async fn handle(shared: &Arc<Shared>, r: FetchRequest, header: &RequestHeade
     if let Some(r) = shared.replication.as_ref().filter(|_| r.replica_id.0 >= 0) {
         r.leader_answered(&topics);
     }
-    shared.metrics.bytes_out.inc_by(total);
     for p in topics.iter().flat_map(|t| &t.partitions) {
         shared.metrics.error("Fetch", p.error_code);
     }
+    if consumer && !quotas.is_empty() {
+        let now = Instant::now();
+        let fetch = &shared.client_quotas.fetch;
+        let wait = fetch.record(&quotas, &user, client_id, total as f64, now);
+        // A first batch larger than the quota allows at once (KIP-74 sends
+        // it whole) would be refused for ever: it goes out, and the client
+        // waits for it afterwards.
+        let oversized = most.is_some_and(|m| total as f64 > m);
+        if !wait.is_zero() {
+            shared.metrics.throttled("fetch", wait.as_millis() as u64);
+            crate::connection::throttle(wait);
+            if !oversized {
+                // Over the quota: nothing is sent (so nothing counts), and the
+                // client is told how long to wait, as Kafka answers.
+                fetch.unrecord(&quotas, &user, client_id, total as f64, now);
+                return built(header, encode(version, 0, context.session_id(), &[], r.isolation_level));
+            }
+        }
+    }
+    shared.metrics.bytes_out.inc_by(total);
     let topics = shared.fetch_sessions.finish(context, topics);
     built(header, encode(version, 0, context.session_id(), &topics, r.isolation_level))
+}
+
+/// Writes `throttle_time_ms` into a Fetch response built here: the body's
+/// first field, right after the response header.
+pub fn set_throttle(response: &mut Response, ms: i32) {
+    let Some(Part::Bytes(body)) = response.parts.get_mut(1) else { return };
+    if body.len() >= 4 {
+        let mut patched = BytesMut::from(&body[..]);
+        patched[..4].copy_from_slice(&ms.to_be_bytes());
+        *body = patched.freeze();
+    }
 }
 
 fn built(header: &RequestHeader, body: Vec<Part>) -> Reply {

@@ -98,6 +98,8 @@ fn shared() -> (tempfile::TempDir, Arc<Shared>) {
         local_users: Some(
             crate::dynamic_config::LocalConfigs::open(dir.path(), crate::dynamic_config::USERS_FILE).unwrap(),
         ),
+        client_quotas: crate::client_quota::ClientQuotas::new(&BrokerConfig::default()),
+        local_quotas: Some(crate::client_quota::LocalQuotas::open(dir.path()).unwrap()),
     });
     (dir, shared)
 }
@@ -320,6 +322,34 @@ fn request(key: ApiKey) -> RequestKind {
                     .with_deletions(vec![ScramCredentialDeletion::default()
                         .with_name(StrBytes::from_static_str("bob"))
                         .with_mechanism(2)]),
+            )
+        }
+        ApiKey::DescribeClientQuotas => {
+            use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
+            RequestKind::DescribeClientQuotas(
+                kafka_protocol::messages::DescribeClientQuotasRequest::default()
+                    .with_components(vec![ComponentData::default()
+                        .with_entity_type(StrBytes::from_static_str("user"))
+                        .with_match_type(0)
+                        .with_match(Some(StrBytes::from_static_str("alice")))])
+                    .with_strict(true),
+            )
+        }
+        ApiKey::AlterClientQuotas => {
+            use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
+            RequestKind::AlterClientQuotas(
+                kafka_protocol::messages::AlterClientQuotasRequest::default().with_entries(vec![
+                    EntryData::default()
+                        .with_entity(vec![
+                            EntityData::default()
+                                .with_entity_type(StrBytes::from_static_str("user"))
+                                .with_entity_name(Some(StrBytes::from_static_str("alice"))),
+                            EntityData::default().with_entity_type(StrBytes::from_static_str("client-id")),
+                        ])
+                        .with_ops(vec![OpData::default()
+                            .with_key(StrBytes::from_static_str("producer_byte_rate"))
+                            .with_value(1024.0)]),
+                ]),
             )
         }
         other => panic!("no seed request for {other:?}: add one here, so the API is fuzzed"),

@@ -155,6 +155,7 @@ async fn handle_replicated(
                 created.push(name.clone());
             }
         }
+        super::client_quotas::record_mutations(shared, created.len() as i64 * i64::from(partitions));
         view = repl.view();
     }
     // The answer is made in turn with other read-only answers (see connection.rs).
@@ -272,18 +273,22 @@ async fn handle_allowed(shared: &Arc<Shared>, r: MetadataRequest, version: i16) 
     let create = version < 4 || r.allow_auto_topic_creation;
     // The answer is made in turn with other read-only answers (see connection.rs).
     let _turn = shared.answering.acquire().await;
-    let topics = blocking(move || match wanted {
-        None => store.topics().unwrap_or_default().iter().map(|n| describe(&store, n, false, node)).collect(),
+    let (topics, created) = blocking(move || match wanted {
+        None => {
+            (store.topics().unwrap_or_default().iter().map(|n| describe(&store, n, false, node)).collect(), 0)
+        }
         Some(names) => {
             let partitions = store.config().num_partitions;
-            let create = create
-                && within_request_bound(Some(&names), partitions, |n| {
-                    matches!(store.topic(n), Err(Error::UnknownTopic(_)))
-                });
-            names.iter().map(|n| describe(&store, n, create, node)).collect::<Vec<_>>()
+            let unknown = |n: &str| matches!(store.topic(n), Err(Error::UnknownTopic(_)));
+            let create = create && within_request_bound(Some(&names), partitions, unknown);
+            let missing: Vec<&String> = names.iter().filter(|n| create && unknown(n)).collect();
+            let topics = names.iter().map(|n| describe(&store, n, create, node)).collect::<Vec<_>>();
+            let created = missing.into_iter().filter(|n| !unknown(n)).count() as i64 * i64::from(partitions);
+            (topics, created)
         }
     })
     .await;
+    super::client_quotas::record_mutations(shared, created);
     let (host, port) = shared.advertised_here();
     let response = MetadataResponse::default()
         .with_brokers(vec![MetadataResponseBroker::default()

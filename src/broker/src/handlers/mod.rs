@@ -11,6 +11,7 @@ mod alter_configs;
 mod alter_partition_reassignments;
 mod api_versions;
 mod authorize;
+mod client_quotas;
 pub(crate) mod configs;
 mod controlled_shutdown;
 mod controller_requests;
@@ -115,6 +116,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
         user_scram_credentials::ALTER_VERSIONS.0,
         user_scram_credentials::ALTER_VERSIONS.1,
     ),
+    (ApiKey::DescribeClientQuotas, client_quotas::VERSIONS.0, client_quotas::VERSIONS.1),
+    (ApiKey::AlterClientQuotas, client_quotas::VERSIONS.0, client_quotas::VERSIONS.1),
 ];
 
 pub fn supported(key: ApiKey) -> Option<(i16, i16)> {
@@ -192,6 +195,8 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::SaslAuthenticate => "SaslAuthenticate",
         ApiKey::DescribeUserScramCredentials => "DescribeUserScramCredentials",
         ApiKey::AlterUserScramCredentials => "AlterUserScramCredentials",
+        ApiKey::DescribeClientQuotas => "DescribeClientQuotas",
+        ApiKey::AlterClientQuotas => "AlterClientQuotas",
         _ => "Other",
     }
 }
@@ -227,6 +232,7 @@ pub async fn handle(shared: &Arc<Shared>, frame: Bytes) -> Outcome {
             reason: format!("{api} version {version} is not served (this broker serves {lo} to {hi})"),
         };
     }
+    let size = frame.len();
     let mut body = frame;
     let header = match RequestHeader::decode(&mut body, key.request_header_version(version)) {
         Ok(h) => h,
@@ -241,11 +247,62 @@ pub async fn handle(shared: &Arc<Shared>, frame: Bytes) -> Outcome {
     if let Some(refused) = authorize::refusal(shared, &request) {
         return encoded(api, key, version, header.correlation_id, &refused);
     }
-    let reply = match request {
+    let quotas = shared.quota_configs();
+    let reply = if quotas.is_empty() {
+        dispatch(shared, request, &header, version).await
+    } else {
+        // Followers' fetches are the cluster's own work, not a client's.
+        let exempt = matches!(&request, RequestKind::Fetch(f) if f.replica_id.0 >= 0);
+        let client_id: Arc<str> = Arc::from(header.client_id.as_deref().unwrap_or(""));
+        let work =
+            client_quotas::REQUEST_CLIENT_ID.scope(client_id, dispatch(shared, request, &header, version));
+        let (reply, busy) = timed(work).await;
+        if !exempt {
+            client_quotas::record(shared, &quotas, key, &header, size, busy);
+        }
+        reply
+    };
+    let throttle_ms = crate::connection::throttled().as_millis().min(i32::MAX as u128) as i32;
+    match reply {
+        Reply::Nothing => Outcome::NoResponse { api },
+        Reply::Built(mut response) => {
+            if throttle_ms > 0 && key == ApiKey::Fetch {
+                fetch::set_throttle(&mut response, throttle_ms);
+            }
+            Outcome::Respond { api, response }
+        }
+        Reply::Message(mut message) => {
+            authorize::filter(shared, &mut message);
+            if throttle_ms > 0 {
+                client_quotas::set_throttle_time(&mut message, throttle_ms);
+            }
+            encoded(api, key, version, header.correlation_id, &message)
+        }
+    }
+}
+
+/// Runs `work`, and answers with how long it took of a thread's time: the
+/// time spent in its polls (blocking store work included, as it runs in
+/// place), not the time it waited.
+async fn timed<T>(work: impl std::future::Future<Output = T>) -> (T, std::time::Duration) {
+    let mut work = std::pin::pin!(work);
+    let mut busy = std::time::Duration::ZERO;
+    let out = std::future::poll_fn(|cx| {
+        let started = std::time::Instant::now();
+        let polled = work.as_mut().poll(cx);
+        busy += started.elapsed();
+        polled
+    })
+    .await;
+    (out, busy)
+}
+
+async fn dispatch(shared: &Arc<Shared>, request: RequestKind, header: &RequestHeader, version: i16) -> Reply {
+    match request {
         RequestKind::ApiVersions(r) => api_versions::handle(r),
         RequestKind::Metadata(r) => metadata::handle(shared, r, version).await,
         RequestKind::Produce(r) => produce::handle(shared, r, version).await,
-        RequestKind::Fetch(r) => fetch::handle(shared, r, &header, version).await,
+        RequestKind::Fetch(r) => fetch::handle(shared, r, header, version).await,
         RequestKind::ListOffsets(r) => list_offsets::handle(shared, r, version).await,
         RequestKind::InitProducerId(r) => init_producer_id::handle(shared, r).await,
         RequestKind::CreateTopics(r) => create_topics::handle(shared, r, version).await,
@@ -266,7 +323,7 @@ pub async fn handle(shared: &Arc<Shared>, frame: Bytes) -> Outcome {
         RequestKind::ListPartitionReassignments(r) => list_partition_reassignments::handle(shared, r).await,
         RequestKind::OffsetForLeaderEpoch(r) => offset_for_leader_epoch::handle(shared, r, version).await,
         RequestKind::FindCoordinator(r) => find_coordinator::handle(shared, r, version).await,
-        RequestKind::JoinGroup(r) => join_group::handle(shared, r, &header, version).await,
+        RequestKind::JoinGroup(r) => join_group::handle(shared, r, header, version).await,
         RequestKind::SyncGroup(r) => sync_group::handle(shared, r).await,
         RequestKind::Heartbeat(r) => heartbeat::handle(shared, r).await,
         RequestKind::LeaveGroup(r) => leave_group::handle(shared, r, version).await,
@@ -283,15 +340,10 @@ pub async fn handle(shared: &Arc<Shared>, frame: Bytes) -> Outcome {
         RequestKind::SaslAuthenticate(_) => sasl::authenticate(),
         RequestKind::DescribeUserScramCredentials(r) => user_scram_credentials::describe(shared, r),
         RequestKind::AlterUserScramCredentials(r) => user_scram_credentials::alter(shared, r).await,
-        _ => return Outcome::Close { api, reason: format!("{api} is not served by this broker") },
-    };
-    match reply {
-        Reply::Nothing => Outcome::NoResponse { api },
-        Reply::Built(response) => Outcome::Respond { api, response },
-        Reply::Message(mut message) => {
-            authorize::filter(shared, &mut message);
-            encoded(api, key, version, header.correlation_id, &message)
-        }
+        RequestKind::DescribeClientQuotas(r) => client_quotas::describe(shared, r),
+        RequestKind::AlterClientQuotas(r) => client_quotas::alter(shared, r).await,
+        // `supported` lets through only the APIs above.
+        _ => Reply::Nothing,
     }
 }
 

@@ -203,17 +203,30 @@ impl Replication {
         Ok(())
     }
 
-    /// Changes a user's configs in `/config/users/<user>` to what `change`
-    /// makes of them, conditionally on the znode's version (a concurrent
-    /// change is read again and `change` applied to it); an empty result
-    /// deletes the znode.
+    /// Changes a user's configs in `/config/users/<user>` (see `update_entity_config`).
     pub async fn update_user_config(
         &self,
         user: &str,
+        change: impl FnMut(&BTreeMap<String, String>) -> BTreeMap<String, String>,
+    ) -> Result<(), (i16, String)> {
+        let entity_path = znodes::user_config_path(user);
+        let entity_path = entity_path.trim_start_matches("/config/").to_string();
+        self.update_entity_config(&entity_path, change).await
+    }
+
+    /// Changes the configs of a user or client entity, `/config/<entity_path>`
+    /// (`users/U`, `clients/C`, `users/U/clients/C`, names sanitized), to
+    /// what `change` makes of them, conditionally on the znode's version (a
+    /// concurrent change is read again and `change` applied to it). The znode
+    /// and its parents are created as needed; an empty result deletes it,
+    /// unless it has entities under it (a user's clients), as Kafka does.
+    pub async fn update_entity_config(
+        &self,
+        entity_path: &str,
         mut change: impl FnMut(&BTreeMap<String, String>) -> BTreeMap<String, String>,
     ) -> Result<(), (i16, String)> {
         let client = self.connected()?;
-        let path = znodes::user_config_path(user);
+        let path = format!("/config/{entity_path}");
         let persistent = CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
         for _ in 0..10 {
             let (current, version) = match client.get_data(&path).await {
@@ -222,17 +235,38 @@ impl Replication {
                 Err(e) => return Err(refusal(e)),
             };
             let wanted = change(&current);
+            if version.is_some() && wanted == current {
+                return Ok(());
+            }
             let written = match (version, wanted.is_empty()) {
-                (None, true) => Ok(()),
-                (Some(v), true) => client.delete(&path, Some(v)).await,
+                (None, true) => return Ok(()),
+                (Some(v), true) => match client.delete(&path, Some(v)).await {
+                    Err(ZkError::NotEmpty) => {
+                        client.set_data(&path, &znodes::config_to_json(&wanted), Some(v)).await.map(drop)
+                    }
+                    other => other,
+                },
                 (Some(v), false) => {
                     client.set_data(&path, &znodes::config_to_json(&wanted), Some(v)).await.map(drop)
                 }
                 (None, false) => {
                     match client.create(&path, &znodes::config_to_json(&wanted), &persistent).await {
                         Err(ZkError::NoNode) => {
-                            // `/config/users` itself is missing on a new cluster.
-                            let _ = client.create(znodes::CONFIG_USERS, b"", &persistent).await;
+                            // A parent is missing (`/config/users` on a new
+                            // cluster, or the user of a user's client id).
+                            let mut parent = String::new();
+                            for part in path
+                                .trim_start_matches('/')
+                                .split('/')
+                                .collect::<Vec<_>>()
+                                .iter()
+                                .rev()
+                                .skip(1)
+                                .rev()
+                            {
+                                parent = format!("{parent}/{part}");
+                                let _ = client.create(&parent, b"", &persistent).await;
+                            }
                             Err(ZkError::BadVersion)
                         }
                         other => other.map(drop),
@@ -241,7 +275,7 @@ impl Replication {
             };
             match written {
                 Ok(()) => {
-                    self.announce_config_change(&client, &format!("users/{user}")).await?;
+                    self.announce_config_change(&client, entity_path).await?;
                     return Ok(());
                 }
                 Err(ZkError::BadVersion | ZkError::NodeExists | ZkError::NoNode) => continue,
@@ -250,7 +284,7 @@ impl Replication {
         }
         Err((
             kafka_protocol::ResponseError::UnknownServerError.code(),
-            format!("user {user}'s configs kept changing under this change"),
+            format!("the configs of {entity_path} kept changing under this change"),
         ))
     }
 

@@ -70,6 +70,9 @@ pub struct ClusterView {
     pub user_configs: crate::dynamic_config::Entities,
     /// The ACLs (`/kafka-acl/...`, `/kafka-acl-extended/prefixed/...`).
     pub acls: Arc<Acls>,
+    /// The client quotas of users (`/config/users/<user>`), client ids
+    /// (`/config/clients/<client>`) and both (`/config/users/<user>/clients/<client>`).
+    pub client_quotas: Arc<crate::client_quota::QuotaConfigs>,
 }
 
 impl ClusterView {
@@ -135,11 +138,34 @@ pub async fn read(client: &Client) -> Result<ClusterView, ZkError> {
             view.broker_configs.insert(entity, znodes::config_from_json(&d));
         }
     }
+    let mut quotas = crate::client_quota::QuotaConfigs::new();
+    let mut add_quotas = |path: String, config: &BTreeMap<String, String>| {
+        let values = crate::client_quota::quota_values(config);
+        if let (false, Some(entity)) = (values.is_empty(), crate::client_quota::QuotaEntity::from_path(&path))
+        {
+            quotas.insert(entity, values);
+        }
+    };
     for user in children(client, znodes::CONFIG_USERS).await? {
-        if let Some((d, _)) = data(client, &znodes::user_config_path(&user)).await? {
-            view.user_configs.insert(user, znodes::config_from_json(&d));
+        let path = format!("{}/{user}", znodes::CONFIG_USERS);
+        if let Some((d, _)) = data(client, &path).await? {
+            let config = znodes::config_from_json(&d);
+            add_quotas(format!("users/{user}"), &config);
+            let name = crate::client_quota::desanitize(&user).unwrap_or_else(|| user.clone());
+            view.user_configs.insert(name, config);
+        }
+        for client_id in children(client, &format!("{path}/clients")).await? {
+            if let Some((d, _)) = data(client, &format!("{path}/clients/{client_id}")).await? {
+                add_quotas(format!("users/{user}/clients/{client_id}"), &znodes::config_from_json(&d));
+            }
         }
     }
+    for client_id in children(client, znodes::CONFIG_CLIENTS).await? {
+        if let Some((d, _)) = data(client, &format!("{}/{client_id}", znodes::CONFIG_CLIENTS)).await? {
+            add_quotas(format!("clients/{client_id}"), &znodes::config_from_json(&d));
+        }
+    }
+    view.client_quotas = Arc::new(quotas);
     let mut acls = Acls::new();
     for (root, pattern) in
         [(acl::LITERAL_ROOT, PatternType::Literal), (acl::PREFIXED_ROOT, PatternType::Prefixed)]

@@ -11,6 +11,7 @@ pub const BROKER_TOPICS: &str = "/brokers/topics";
 pub const CONFIG_TOPICS: &str = "/config/topics";
 pub const CONFIG_BROKERS: &str = "/config/brokers";
 pub const CONFIG_USERS: &str = "/config/users";
+pub const CONFIG_CLIENTS: &str = "/config/clients";
 /// Where a config change is announced to Kafka brokers (sequential
 /// `config_change_` znodes naming the entity changed).
 pub const CONFIG_CHANGES: &str = "/config/changes";
@@ -55,9 +56,10 @@ pub fn broker_config_path(entity: &str) -> String {
     format!("{CONFIG_BROKERS}/{entity}")
 }
 
-/// `/config/users/<user>`: a user's SCRAM credentials (and quotas).
+/// `/config/users/<user>`: a user's SCRAM credentials (and quotas), the
+/// name sanitized as Kafka writes it.
 pub fn user_config_path(user: &str) -> String {
-    format!("{CONFIG_USERS}/{user}")
+    format!("{CONFIG_USERS}/{}", crate::client_quota::sanitize(user))
 }
 
 /// A `/config/changes/config_change_` notification: `entity_path` is
