@@ -52,6 +52,9 @@ impl<'s> BatchReader<'s> {
         }
         let n = (self.buf.len() - self.len).min((self.end - next) as usize);
         self.seg.read_exact_at(&mut self.buf[self.len..self.len + n], next)?;
+        // Copied out: the pages the copy mapped in need not stay resident, or
+        // cleaning a segment would hold all of it in the process's memory.
+        self.seg.release_mapped(next, n as u64);
         self.len += n;
         Ok(true)
     }
