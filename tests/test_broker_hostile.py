@@ -403,6 +403,31 @@ def test_at_max_connections_accepting_waits_until_one_closes(tmp_path: Path) -> 
         alive(served)
 
 
+def test_a_listener_at_its_own_max_connections_waits_while_the_others_serve(tmp_path: Path) -> None:
+    config = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+        "listener.name.internal.max.connections": "1",
+    }
+    with seglog.Broker(tmp_path / "store", config=config) as broker:
+        port = {name: int(address.rsplit(":", 1)[1]) for name, (_, address) in broker.listeners.items()}
+        held = connect(port["INTERNAL"])
+        assert api_versions_answered(held, 1)
+        waiting = connect(port["INTERNAL"])
+        waiting.sendall(frame(18, 0, 7, b""))
+        wait_until("accepting on INTERNAL stopped", lambda: broker.stats()["connection_slot_waits"] >= 1)
+        others = [connect(port["PLAINTEXT"]) for _ in range(3)]
+        assert all(api_versions_answered(s, i) for i, s in enumerate(others, 10)), "PLAINTEXT accepts on"
+        assert broker.stats()["connections_created"] == 4, "the second INTERNAL connection is not accepted"
+        held.close()
+        waiting.settimeout(10)
+        assert recv_response(waiting)[0] == 7, "accepted and answered once the first closed"
+        for s in [waiting, *others]:
+            s.close()
+    with pytest.raises(seglog.InvalidConfigError, match="there is no listener NOWHERE"):
+        seglog.Broker(tmp_path / "other", config={"listener.name.nowhere.max.connections": "1"})
+
+
 def create_topics_request(correlation_id: int, topics: list[tuple[str, int]], validate_only: bool) -> bytes:
     """CreateTopics v2: each topic with a partition count, replication factor -1."""
     body = struct.pack(">i", len(topics))

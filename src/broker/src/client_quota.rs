@@ -131,7 +131,7 @@ pub fn quota_values(config: &BTreeMap<String, String>) -> BTreeMap<String, f64> 
     config
         .iter()
         .filter(|(k, _)| is_quota_key(k))
-        .filter_map(|(k, v)| v.trim().parse::<f64>().ok().map(|v| (k.clone(), v)))
+        .filter_map(|(k, v)| v.trim().parse::<f64>().ok().filter(|v| v.is_finite()).map(|v| (k.clone(), v)))
         .collect()
 }
 
@@ -168,6 +168,19 @@ pub fn quota_for(configs: &QuotaConfigs, key: &str, user: &str, client_id: &str)
         };
         Some((bound, sensor))
     })
+}
+
+/// The longest wait a client is told: `throttle_time_ms` is an int32.
+const LONGEST_WAIT: Duration = Duration::from_millis(i32::MAX as u64);
+
+/// `seconds` as a wait, at most `LONGEST_WAIT` (and that for a quota so
+/// small that the division overflows).
+fn wait_of(seconds: f64) -> Duration {
+    match seconds {
+        s if s.is_nan() || s >= LONGEST_WAIT.as_secs_f64() => LONGEST_WAIT,
+        s if s <= 0.0 => Duration::ZERO,
+        s => Duration::from_secs_f64(s),
+    }
 }
 
 /// What a quota's measurement is kept per (Kafka's metric tags).
@@ -230,7 +243,7 @@ impl ClientQuotaManager {
         if measured <= bound {
             return Duration::ZERO;
         }
-        let wait = rate.span(now).mul_f64((measured - bound) / bound);
+        let wait = wait_of(rate.span(now).as_secs_f64() * (measured - bound) / bound);
         self.max_throttle.map_or(wait, |max| wait.min(max))
     }
 
@@ -286,13 +299,7 @@ impl ControllerMutationQuota {
             return Ok(Duration::ZERO);
         };
         let longest = self.window * self.windows as u32;
-        let wait = |tokens: f64| {
-            if quota <= 0.0 {
-                longest
-            } else {
-                Duration::from_secs_f64((-tokens / quota).max(0.0))
-            }
-        };
+        let wait = |tokens: f64| if quota <= 0.0 { longest } else { wait_of(-tokens / quota) };
         let burst = quota.max(0.0) * self.windows as f64 * self.window.as_secs_f64();
         let mut buckets = self.buckets.lock();
         if buckets.len() >= SENSORS_BEFORE_EXPIRY && !buckets.contains_key(&key) {
@@ -349,8 +356,11 @@ impl LocalQuotas {
         change: impl FnOnce(&BTreeMap<String, String>) -> BTreeMap<String, String>,
     ) -> seglog_core::Result<()> {
         let Some(path) = entity.path() else { return Ok(()) };
+        // Held across the write and the reparse, so that concurrent changes
+        // leave the parsed quotas as the file has them.
+        let mut parsed = self.parsed.write();
         self.file.update(&path, |current| Some(change(current)))?;
-        *self.parsed.write() = Arc::new(from_entities(&self.file.get()));
+        *parsed = Arc::new(from_entities(&self.file.get()));
         Ok(())
     }
 }

@@ -133,3 +133,27 @@ fn the_mutation_bucket_refuses_strictly_only_once_in_debt() {
     // Other users have no quota.
     assert_eq!(q.record(&configs, "v", "c", 1e9, true, t0), Ok(Duration::ZERO));
 }
+
+#[test]
+fn a_vanishing_or_unreadable_quota_never_makes_a_wait_that_cannot_be_told() {
+    let tiny: QuotaConfigs = BTreeMap::from([(
+        entity(Some(None), None),
+        BTreeMap::from([
+            (REQUEST_PERCENTAGE.to_string(), 1e-300),
+            (CONTROLLER_MUTATION_RATE.to_string(), 1e-300),
+        ]),
+    )]);
+    let m = ClientQuotaManager::new(PRODUCER_BYTE_RATE, SEC, 11, None);
+    let bytes = with(&[(entity(Some(None), None), 1e-300)]);
+    assert_eq!(m.record(&bytes, "u", "c", 1e6, Instant::now()), LONGEST_WAIT);
+    let q = ControllerMutationQuota::new(SEC, 11);
+    let t0 = Instant::now();
+    assert_eq!(q.record(&tiny, "u", "c", 1e6, false, t0), Ok(LONGEST_WAIT));
+    assert_eq!(q.record(&tiny, "u", "c", 1.0, true, t0), Err(Exhausted(LONGEST_WAIT)));
+    let stored = BTreeMap::from([
+        (PRODUCER_BYTE_RATE.to_string(), "NaN".to_string()),
+        (CONSUMER_BYTE_RATE.to_string(), "inf".to_string()),
+        (REQUEST_PERCENTAGE.to_string(), "25".to_string()),
+    ]);
+    assert_eq!(quota_values(&stored), BTreeMap::from([(REQUEST_PERCENTAGE.to_string(), 25.0)]));
+}

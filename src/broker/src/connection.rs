@@ -277,10 +277,22 @@ pub async fn serve_connection(
         let mute = Duration::from_millis(context.throttle_ms.load(std::sync::atomic::Ordering::Relaxed));
         if !mute.is_zero() {
             // Over a quota: the answer said how long to wait, and nothing
-            // more is read from this client until then.
+            // more is read from this client until then. A connection muted
+            // for longer than `connections.max.idle.ms` is idle that long,
+            // and closed as Kafka closes it.
             tokio::select! {
-                _ = tokio::time::sleep(mute) => {}
+                _ = tokio::time::sleep(mute.min(idle)) => {}
+                _ = peer_gone(stream.tcp()) => break,
                 _ = stop.changed() => break,
+            }
+            if mute > idle {
+                metrics.idle_closed.inc();
+                log(
+                    "info",
+                    "connection_idle_closed",
+                    &[("peer", &peer), ("throttled_ms", &mute.as_millis())],
+                );
+                break;
             }
         }
     }

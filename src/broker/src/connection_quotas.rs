@@ -3,7 +3,9 @@
 //! accepting until one closes, so the kernel's backlog holds the newcomers),
 //! and `max.connections.per.ip` from any one address, with
 //! `max.connections.per.ip.overrides` per host (a connection over its
-//! address's limit is closed as soon as it is accepted).
+//! address's limit is closed as soon as it is accepted); and
+//! `listener.name.<listener>.max.connections`, a listener's own bound, under
+//! which that listener alone stops accepting.
 //!
 //! Kafka leaves `max.connections` unbounded by default; here it defaults to
 //! three quarters of the file descriptors the process may open, so that
@@ -23,14 +25,23 @@ pub struct ConnectionQuotas {
     /// One permit per connection `max.connections` allows.
     slots: Arc<Semaphore>,
     max: usize,
+    /// Per listener (its name in upper case) with a bound of its own: the
+    /// bound and its permits.
+    listeners: HashMap<String, (usize, Arc<Semaphore>)>,
     per_ip: usize,
     overrides: HashMap<IpAddr, usize>,
     open: Mutex<HashMap<IpAddr, usize>>,
 }
 
+/// A place under `max.connections` and the listener's own bound.
+pub struct Slot {
+    _broker: OwnedSemaphorePermit,
+    _listener: Option<OwnedSemaphorePermit>,
+}
+
 /// An accepted connection's place in the limits, given back when it closes.
 pub struct Admitted {
-    _slot: OwnedSemaphorePermit,
+    _slot: Slot,
     ip: IpAddr,
     quotas: Arc<ConnectionQuotas>,
 }
@@ -50,38 +61,68 @@ impl ConnectionQuotas {
                 overrides.insert(ip.to_canonical(), *limit);
             }
         }
+        let mut listeners = HashMap::new();
+        for (key, value) in &config.security {
+            let Some(name) =
+                key.strip_prefix("listener.name.").and_then(|k| k.strip_suffix(".max.connections"))
+            else {
+                continue;
+            };
+            let name = name.to_ascii_uppercase();
+            if !config.listeners.iter().any(|l| l.name.eq_ignore_ascii_case(&name)) {
+                return Err(Error::InvalidConfig(format!("{key}: there is no listener {name}")));
+            }
+            let bound =
+                value.trim().parse::<u32>().ok().filter(|&n| n <= i32::MAX as u32).ok_or_else(|| {
+                    Error::InvalidConfig(format!(
+                        "{key}: expected an integer from 0 to 2147483647, got {value:?}"
+                    ))
+                })? as usize;
+            listeners.insert(name, (bound, Arc::new(Semaphore::new(bound.min(Semaphore::MAX_PERMITS)))));
+        }
         Ok(Arc::new(ConnectionQuotas {
             slots: Arc::new(Semaphore::new(max.min(Semaphore::MAX_PERMITS))),
             max,
+            listeners,
             per_ip: config.max_connections_per_ip,
             overrides,
             open: Mutex::new(HashMap::new()),
         }))
     }
 
-    /// `max.connections` in effect.
-    pub fn max(&self) -> usize {
-        self.max
+    /// The bound in effect on `listener`: its own, or `max.connections`.
+    pub fn max(&self, listener: &str) -> usize {
+        self.listeners.get(&listener.to_ascii_uppercase()).map_or(self.max, |(n, _)| (*n).min(self.max))
     }
 
-    /// A free slot under `max.connections`, now if there is one.
-    pub fn try_slot(&self) -> Option<OwnedSemaphorePermit> {
-        self.slots.clone().try_acquire_owned().ok()
+    fn listener_slots(&self, listener: &str) -> Option<Arc<Semaphore>> {
+        self.listeners.get(&listener.to_ascii_uppercase()).map(|(_, s)| s.clone())
     }
 
-    /// A slot under `max.connections`, once one is free (`None` only if
-    /// the slots were closed, which they never are).
-    pub async fn slot(&self) -> Option<OwnedSemaphorePermit> {
-        self.slots.clone().acquire_owned().await.ok()
+    /// A free slot for a connection to `listener`, now if there is one.
+    pub fn try_slot(&self, listener: &str) -> Option<Slot> {
+        let own = match self.listener_slots(listener) {
+            Some(s) => Some(s.try_acquire_owned().ok()?),
+            None => None,
+        };
+        let broker = self.slots.clone().try_acquire_owned().ok()?;
+        Some(Slot { _broker: broker, _listener: own })
+    }
+
+    /// A slot for a connection to `listener`, once one is free (`None` only
+    /// if the slots were closed, which they never are).
+    pub async fn slot(&self, listener: &str) -> Option<Slot> {
+        let own = match self.listener_slots(listener) {
+            Some(s) => Some(s.acquire_owned().await.ok()?),
+            None => None,
+        };
+        let broker = self.slots.clone().acquire_owned().await.ok()?;
+        Some(Slot { _broker: broker, _listener: own })
     }
 
     /// Takes a place for a connection from `ip`, holding `slot`; refused when
     /// the address already has as many as its limit allows.
-    pub fn admit(
-        self: &Arc<Self>,
-        ip: IpAddr,
-        slot: OwnedSemaphorePermit,
-    ) -> std::result::Result<Admitted, OverIpLimit> {
+    pub fn admit(self: &Arc<Self>, ip: IpAddr, slot: Slot) -> std::result::Result<Admitted, OverIpLimit> {
         // An IPv4 client of a dual-stack listener counts as its IPv4 address.
         let ip = ip.to_canonical();
         let limit = self.overrides.get(&ip).copied().unwrap_or(self.per_ip);

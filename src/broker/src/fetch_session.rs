@@ -192,6 +192,18 @@ impl FetchSessions {
         }
     }
 
+    /// A read answered with nothing (a throttled one): a session it made is
+    /// dropped, as its fetcher starts over; the session id to answer with.
+    pub fn abandon(&self, context: Context) -> i32 {
+        match context {
+            Context::New(id) => {
+                self.sessions.lock().remove(&id);
+                0
+            }
+            other => other.session_id(),
+        }
+    }
+
     /// The partitions of a read to send: all of them without a session or
     /// for a new one; for an incremental request those with records, an
     /// error, or a high watermark, log start offset or preferred read

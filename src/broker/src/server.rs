@@ -486,14 +486,18 @@ async fn accept_loop(
 ) {
     let mut connections = JoinSet::new();
     'accepting: loop {
-        let slot = match quotas.try_slot() {
+        let slot = match quotas.try_slot(&security.name) {
             Some(slot) => slot,
             None => {
                 shared.metrics.connection_slot_waits.inc();
-                log("warn", "connections_at_limit", &[("max_connections", &quotas.max())]);
+                log(
+                    "warn",
+                    "connections_at_limit",
+                    &[("listener", &security.name), ("max_connections", &quotas.max(&security.name))],
+                );
                 loop {
                     tokio::select! {
-                        slot = quotas.slot() => match slot {
+                        slot = quotas.slot(&security.name) => match slot {
                             Some(slot) => break slot,
                             None => break 'accepting,
                         },

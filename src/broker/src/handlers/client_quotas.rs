@@ -19,7 +19,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError as E;
 
 use super::{error_code, Reply};
-use crate::client_quota::{EntityName, QuotaConfigs, QuotaEntity, KEYS};
+use crate::client_quota::{self, EntityName, QuotaConfigs, QuotaEntity, KEYS};
 use crate::server::Shared;
 
 /// v1 is flexible.
@@ -258,6 +258,9 @@ fn entity_of(
     let mut entity = QuotaEntity { user: None, client_id: None };
     for e in &entry.entity {
         let name = e.entity_name.as_ref().map(|n| n.to_string());
+        if name.as_deref() == Some("") {
+            return Err(invalid(format!("Empty {} not supported", e.entity_type.as_str())));
+        }
         let slot = match e.entity_type.as_str() {
             USER => &mut entity.user,
             CLIENT_ID => &mut entity.client_id,
@@ -295,8 +298,10 @@ fn altered(
             return Err(invalid(format!("Invalid configuration key {key}")));
         };
         let text = if *whole {
-            let n = (op.value + 1e-6).floor();
-            if (n - op.value).abs() > 1e-6 || !n.is_finite() {
+            // Kafka's conversion: towards zero after a nudge, so that -1
+            // (which becomes 0) and fractions are refused.
+            let n = (op.value + 1e-6).trunc();
+            if !n.is_finite() || n.abs() >= i64::MAX as f64 || (n - op.value).abs() > 1e-6 {
                 return Err(invalid(format!("Configuration {key} must be a LONG value")));
             }
             format!("{}", n as i64)
@@ -351,10 +356,25 @@ async fn apply(
         return Ok(());
     }
     let Some(path) = entity.path() else { return Err(invalid("Invalid client quota entity")) };
-    let change =
-        |current: &BTreeMap<String, String>| altered(current, ops).unwrap_or_else(|_| current.clone());
+    let written = std::sync::Mutex::new(BTreeMap::new());
+    let change = |current: &BTreeMap<String, String>| {
+        let next = altered(current, ops).unwrap_or_else(|_| current.clone());
+        if let Ok(mut w) = written.lock() {
+            *w = client_quota::quota_values(&next);
+        }
+        next
+    };
     if let Some(repl) = &shared.replication {
-        return repl.update_entity_config(&path, change).await;
+        repl.update_entity_config(&path, change).await?;
+        // Answered once this broker's view has the change, so that a
+        // DescribeClientQuotas sent here next sees it (as Kafka's, which
+        // reads ZooKeeper, would).
+        let wanted = written.lock().map(|w| w.clone()).unwrap_or_default();
+        let seen = |view: &crate::replication::ClusterView| {
+            view.client_quotas.get(entity).cloned().unwrap_or_default() == wanted
+        };
+        repl.wait_for_view(seen, Duration::from_secs(10)).await;
+        return Ok(());
     }
     let Some(local) = &shared.local_quotas else { return Ok(()) };
     local.update(entity, change).map_err(|e| (error_code(&e), e.to_string()))
@@ -390,6 +410,9 @@ mod tests {
             altered(&current, &[op("retention.ms", 1.0, false)]),
             Err(invalid("Invalid configuration key retention.ms"))
         );
+        for bad in [-1.0, 1e19, f64::NAN] {
+            assert!(altered(&current, &[op("consumer_byte_rate", bad, false)]).is_err(), "{bad}");
+        }
     }
 
     fn entity(user: Option<Option<&str>>, client: Option<Option<&str>>) -> QuotaEntity {

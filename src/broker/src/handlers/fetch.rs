@@ -133,7 +133,8 @@ pub async fn handle(shared: &Arc<Shared>, r: FetchRequest, header: &RequestHeade
                 // Over the quota: nothing is sent (so nothing counts), and the
                 // client is told how long to wait, as Kafka answers.
                 fetch.unrecord(&quotas, &user, client_id, total as f64, now);
-                return built(header, encode(version, 0, context.session_id(), &[], r.isolation_level));
+                let session_id = shared.fetch_sessions.abandon(context);
+                return built(header, encode(version, 0, session_id, &[], r.isolation_level));
             }
         }
     }

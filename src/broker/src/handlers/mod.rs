@@ -262,6 +262,9 @@ pub async fn handle(shared: &Arc<Shared>, frame: Bytes) -> Outcome {
         }
         reply
     };
+    let Some(reply) = reply else {
+        return Outcome::Close { api, reason: format!("{api} is not served by this broker") };
+    };
     let throttle_ms = crate::connection::throttled().as_millis().min(i32::MAX as u128) as i32;
     match reply {
         Reply::Nothing => Outcome::NoResponse { api },
@@ -297,8 +300,14 @@ async fn timed<T>(work: impl std::future::Future<Output = T>) -> (T, std::time::
     (out, busy)
 }
 
-async fn dispatch(shared: &Arc<Shared>, request: RequestKind, header: &RequestHeader, version: i16) -> Reply {
-    match request {
+/// The handler's reply; `None` for an API no handler serves.
+async fn dispatch(
+    shared: &Arc<Shared>,
+    request: RequestKind,
+    header: &RequestHeader,
+    version: i16,
+) -> Option<Reply> {
+    Some(match request {
         RequestKind::ApiVersions(r) => api_versions::handle(r),
         RequestKind::Metadata(r) => metadata::handle(shared, r, version).await,
         RequestKind::Produce(r) => produce::handle(shared, r, version).await,
@@ -342,9 +351,8 @@ async fn dispatch(shared: &Arc<Shared>, request: RequestKind, header: &RequestHe
         RequestKind::AlterUserScramCredentials(r) => user_scram_credentials::alter(shared, r).await,
         RequestKind::DescribeClientQuotas(r) => client_quotas::describe(shared, r),
         RequestKind::AlterClientQuotas(r) => client_quotas::alter(shared, r).await,
-        // `supported` lets through only the APIs above.
-        _ => Reply::Nothing,
-    }
+        _ => return None,
+    })
 }
 
 fn encoded(

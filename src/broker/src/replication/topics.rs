@@ -129,6 +129,15 @@ impl Replication {
         write_topic(&client, NAME, &config, &assignment, &data).await.map(|_| ())
     }
 
+    /// Waits up to `timeout` until this broker's view is one `done` accepts.
+    pub async fn wait_for_view(&self, done: impl Fn(&super::ClusterView) -> bool, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let mut changed = self.changed.subscribe();
+        while !done(&self.view()) && Instant::now() < deadline {
+            let _ = tokio::time::timeout(Duration::from_millis(50), changed.changed()).await;
+        }
+    }
+
     /// Waits up to `timeout` until this broker's view no longer has `name`
     /// (Kafka's DelayedDeleteTopics).
     async fn wait_until_gone(&self, name: &str, timeout: Duration) {
@@ -204,14 +213,34 @@ impl Replication {
     }
 
     /// Changes a user's configs in `/config/users/<user>` (see `update_entity_config`).
+    /// A user whose name Kafka's sanitizing changes may still have a znode
+    /// under its raw name, as brokers before sanitizing wrote it: its
+    /// configs are carried over to the sanitized one, and it is deleted.
     pub async fn update_user_config(
         &self,
         user: &str,
-        change: impl FnMut(&BTreeMap<String, String>) -> BTreeMap<String, String>,
+        mut change: impl FnMut(&BTreeMap<String, String>) -> BTreeMap<String, String>,
     ) -> Result<(), (i16, String)> {
-        let entity_path = znodes::user_config_path(user);
-        let entity_path = entity_path.trim_start_matches("/config/").to_string();
-        self.update_entity_config(&entity_path, change).await
+        let sanitized = znodes::user_config_path(user);
+        let raw = format!("{}/{user}", znodes::CONFIG_USERS);
+        let client = self.connected()?;
+        let legacy = match (raw != sanitized && !user.contains('/')).then_some(()) {
+            Some(()) => {
+                client.get_data(&raw).await.ok().map(|(d, stat)| (znodes::config_from_json(&d), stat.version))
+            }
+            None => None,
+        };
+        let seed = legacy.as_ref().map(|(c, _)| c.clone());
+        let entity_path = sanitized.trim_start_matches("/config/").to_string();
+        self.update_entity_config(&entity_path, |current| match (&seed, current.is_empty()) {
+            (Some(old), true) => change(old),
+            _ => change(current),
+        })
+        .await?;
+        if let Some((_, version)) = legacy {
+            let _ = client.delete(&raw, Some(version)).await;
+        }
+        Ok(())
     }
 
     /// Changes the configs of a user or client entity, `/config/<entity_path>`

@@ -152,7 +152,10 @@ pub async fn read(client: &Client) -> Result<ClusterView, ZkError> {
             let config = znodes::config_from_json(&d);
             add_quotas(format!("users/{user}"), &config);
             let name = crate::client_quota::desanitize(&user).unwrap_or_else(|| user.clone());
-            view.user_configs.insert(name, config);
+            // A name's sanitized znode wins over one written under its raw name.
+            if user == crate::client_quota::sanitize(&name) || !view.user_configs.contains_key(&name) {
+                view.user_configs.insert(name, config);
+            }
         }
         for client_id in children(client, &format!("{path}/clients")).await? {
             if let Some((d, _)) = data(client, &format!("{path}/clients/{client_id}")).await? {
