@@ -309,58 +309,28 @@ def test_quotas_are_described_refused_and_kept_as_kafka_does(broker: seglog.Brok
     from java_helpers import VERSIONS, tool
 
     admin = ["--bootstrap-server", broker.bootstrap_servers, "--command-config", str(properties(tmp_path))]
-    version = VERSIONS[-1]
+
+    def configs(*args: str, check: bool = True) -> Any:
+        return tool(VERSIONS[-1], "kafka-configs", *admin, *args, check=check)
+
+    alice_my_app = "--entity-type users --entity-name alice --entity-type clients --entity-name".split()
+    alice_my_app.append("my app")
     for entity, config in [
-        (["--entity-type", "clients", "--entity-default"], "consumer_byte_rate=2048"),
+        ("--entity-type clients --entity-default".split(), "consumer_byte_rate=2048"),
+        (alice_my_app, "request_percentage=12.5"),
         (
-            [
-                "--entity-type",
-                "users",
-                "--entity-name",
-                "alice",
-                "--entity-type",
-                "clients",
-                "--entity-name",
-                "my app",
-            ],
-            "request_percentage=12.5",
-        ),
-        (
-            ["--entity-type", "users", "--entity-default"],
+            "--entity-type users --entity-default".split(),
             "producer_byte_rate=4096,controller_mutation_rate=3",
         ),
     ]:
-        tool(version, "kafka-configs", *admin, "--alter", *entity, "--add-config", config)
-    out = tool(version, "kafka-configs", *admin, "--describe", "--entity-type", "clients").stdout
+        configs("--alter", *entity, "--add-config", config)
+    out = configs("--describe", "--entity-type", "clients").stdout
     assert "Quota configs for the default client-id are consumer_byte_rate=2048.0" in out, out
-    out = tool(
-        version,
-        "kafka-configs",
-        *admin,
-        "--describe",
-        "--entity-type",
-        "users",
-        "--entity-name",
-        "alice",
-        "--entity-type",
-        "clients",
-        "--entity-name",
-        "my app",
-    ).stdout
-    assert (
-        "Quota configs for user-principal 'alice', client-id 'my app' are request_percentage=12.5" in out
-    ), out
-    bad = tool(
-        version,
-        "kafka-configs",
-        *admin,
-        "--alter",
-        "--entity-type",
-        "users",
-        "--entity-name",
-        "bob",
-        "--add-config",
-        "producer_byte_rate=1.5",
+    out = configs("--describe", *alice_my_app).stdout
+    expected = "Quota configs for user-principal 'alice', client-id 'my app' are request_percentage=12.5"
+    assert expected in out, out
+    bad = configs(
+        *"--alter --entity-type users --entity-name bob --add-config producer_byte_rate=1.5".split(),
         check=False,
     )
     assert bad.returncode != 0 and "producer_byte_rate must be a LONG value" in bad.stdout + bad.stderr
