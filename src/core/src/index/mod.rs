@@ -12,6 +12,7 @@ mod contents;
 mod file;
 mod offset;
 mod time;
+mod transaction;
 
 use std::marker::PhantomData;
 use std::path::Path;
@@ -22,6 +23,7 @@ use file::IndexFile;
 pub use contents::{read_index, IndexContents, IndexKind};
 pub use offset::OffsetEntry;
 pub use time::TimeEntry;
+pub use transaction::{AbortedSearch, AbortedTxn, TransactionIndex};
 
 /// `.index`: relative offset → byte position in the segment's `.log`.
 pub type OffsetIndex = Index<OffsetEntry>;
