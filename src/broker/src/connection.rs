@@ -20,7 +20,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use crate::authentication::{Authentication, Gate};
-use crate::frame::{read_frame, reserve_decoding, FrameError, HeaderStart};
+use crate::frame::{read_frame_awaiting, reserve_decoding, FrameError, HeaderStart, LowWater};
 use crate::handlers::{handle, Outcome};
 use crate::logline::log;
 use crate::memory::{Reservation, SMALL};
@@ -160,9 +160,15 @@ pub async fn serve_connection(
         principal: Arc::from(principal.as_str()),
         throttle_ms: Arc::default(),
     };
+    // Under TLS the reader may already hold part of a record (at most a
+    // record's 16 KiB of plaintext and its overhead) of what is still owed.
+    let slack = if stream.zero_copy() { 0 } else { (16 << 10) + 512 };
+    let mut low_water = LowWater::new(stream.tcp().as_raw_fd(), slack);
     loop {
+        let mut awaiting = |n| low_water.awaiting(n);
+        let reading = read_frame_awaiting(&mut stream, max, &shared.request_memory, &mut awaiting);
         let frame = tokio::select! {
-            f = tokio::time::timeout(idle, read_frame(&mut stream, max, &shared.request_memory)) => f,
+            f = tokio::time::timeout(idle, reading) => f,
             _ = stop.changed() => break,
         };
         let mut frame = match frame {

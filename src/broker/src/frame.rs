@@ -91,10 +91,23 @@ pub struct Frame {
 }
 
 /// Reads one request frame, or `Closed` at a clean end between frames.
+#[cfg(test)]
 pub async fn read_frame<R: AsyncRead + Unpin>(
     r: &mut R,
     max: usize,
     memory: &Memory,
+) -> Result<Frame, FrameError> {
+    read_frame_awaiting(r, max, memory, &mut |_| {}).await
+}
+
+/// `read_frame`, telling `awaiting` before each read of a frame's body how
+/// many of its bytes are still to come, and 0 once it is whole (see
+/// `LowWater`).
+pub async fn read_frame_awaiting<R: AsyncRead + Unpin>(
+    r: &mut R,
+    max: usize,
+    memory: &Memory,
+    awaiting: &mut (dyn FnMut(usize) + Send),
 ) -> Result<Frame, FrameError> {
     let mut size = [0u8; 4];
     let mut got = 0;
@@ -125,16 +138,21 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
     let first = size.min(FIRST_READ);
     let mut held = memory.reserve(first, false).await;
     let mut buf: Vec<u8> = Vec::with_capacity(first);
-    read_into(r, &mut buf, first, size).await?;
-    if size > first {
-        // The client is sending a large request: wait for room for all of it
-        // in the pool, which bounds what such requests hold, then read the rest.
-        drop(held);
-        held = memory.reserve(size, true).await;
-        buf.reserve_exact(size - buf.len());
-        read_into(r, &mut buf, size, size).await?;
+    let read = async {
+        read_into(r, &mut buf, first, size, awaiting).await?;
+        if size > first {
+            // The client is sending a large request: wait for room for all of it
+            // in the pool, which bounds what such requests hold, then read the rest.
+            drop(held);
+            held = memory.reserve(size, true).await;
+            buf.reserve_exact(size - buf.len());
+            read_into(r, &mut buf, size, size, awaiting).await?;
+        }
+        Ok::<_, FrameError>(held)
     }
-    Ok(Frame { bytes: Bytes::from(buf), memory: held })
+    .await;
+    awaiting(0);
+    Ok(Frame { bytes: Bytes::from(buf), memory: read? })
 }
 
 /// Reads into `buf` until it holds `upto` bytes of a `size`-byte frame.
@@ -143,8 +161,10 @@ async fn read_into<R: AsyncRead + Unpin>(
     buf: &mut Vec<u8>,
     upto: usize,
     size: usize,
+    awaiting: &mut (dyn FnMut(usize) + Send),
 ) -> Result<(), FrameError> {
     while buf.len() < upto {
+        awaiting(size - buf.len());
         match (&mut *r).take((upto - buf.len()) as u64).read_buf(buf).await {
             Ok(0) => return Err(FrameError::Truncated { wanted: size, got: buf.len() }),
             Ok(_) => {}
@@ -171,6 +191,53 @@ impl HeaderStart {
             api_version: i16::from_be_bytes([b[2], b[3]]),
             correlation_id: i32::from_be_bytes([b[4], b[5], b[6], b[7]]),
         })
+    }
+}
+
+/// A connection's receive low-water mark (`SO_RCVLOWAT`) while the rest of
+/// a large request is awaited: the kernel then wakes the broker once that
+/// much has arrived rather than at every segment, which a client writing
+/// small TLS records would otherwise cost a wake-up each (work the kernel
+/// does in the sender over loopback). The mark is never more than what is
+/// sure to come: the bytes still owed less `slack`, what the reader may hold
+/// of them already (for TLS, one partial record's), and is back at 1
+/// between requests, so that a small request, or a client's close, wakes the
+/// broker at once.
+pub struct LowWater {
+    fd: std::os::fd::RawFd,
+    slack: usize,
+    set: usize,
+}
+
+/// The most the mark is raised to.
+const LOW_WATER_MAX: usize = 64 << 10;
+
+impl LowWater {
+    pub fn new(fd: std::os::fd::RawFd, slack: usize) -> LowWater {
+        LowWater { fd, slack, set: 1 }
+    }
+
+    /// `remaining` bytes of a request are still to come (0: none).
+    pub fn awaiting(&mut self, remaining: usize) {
+        let mark = remaining.saturating_sub(self.slack).clamp(1, LOW_WATER_MAX);
+        if mark != self.set {
+            let v = mark as libc::c_int;
+            // SAFETY: setsockopt on the connection's socket, open while the
+            // connection is served, with a pointer to a live c_int and its size.
+            let done = unsafe {
+                libc::setsockopt(
+                    self.fd,
+                    libc::SOL_SOCKET,
+                    libc::SO_RCVLOWAT,
+                    (&v as *const libc::c_int).cast(),
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            // A kernel that refuses it only loses the saving.
+            if done == 0 {
+                self.set = mark;
+            }
+        }
     }
 }
 

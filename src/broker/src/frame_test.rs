@@ -137,3 +137,61 @@ fn decoding_room_is_a_multiple_of_a_large_frame_and_refused_past_the_pool() {
         assert_eq!(reserve_decoding(&memory, &mut f).await, Err(DECODED_PER_BYTE * (300 << 10)));
     });
 }
+
+fn rcvlowat(fd: std::os::fd::RawFd) -> i32 {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt into a live c_int on the stack with its size.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVLOWAT,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    assert_eq!(r, 0);
+    v
+}
+
+#[test]
+fn a_large_request_trickled_in_small_writes_is_read_whole_under_the_low_water_mark() {
+    use std::os::fd::AsRawFd;
+    use tokio::io::AsyncWriteExt;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = tokio::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (mut server, _) = listener.accept().await.unwrap();
+        let size = 300_000u32;
+        let mut frame = size.to_be_bytes().to_vec();
+        frame.extend((0..size).map(|i| (i % 251) as u8));
+        let sending = frame.clone();
+        let writer = tokio::spawn(async move {
+            // 1,000 bytes a write, as a client writing small records does.
+            for chunk in sending.chunks(1000) {
+                client.write_all(chunk).await.unwrap();
+                tokio::task::yield_now().await;
+            }
+            client
+        });
+        let fd = server.as_raw_fd();
+        let mut low_water = LowWater::new(fd, 0);
+        let mut marks = Vec::new();
+        let mut awaiting = |n| {
+            low_water.awaiting(n);
+            marks.push(rcvlowat(fd));
+        };
+        let read =
+            read_frame_awaiting(&mut server, 1 << 20, &Memory::default(), &mut awaiting).await.unwrap();
+        assert_eq!(&read.bytes[..], &frame[4..]);
+        assert_eq!(marks.first(), Some(&(64 << 10)), "raised while most of the request is owed");
+        assert_eq!(marks.last(), Some(&1), "back at 1 once it is whole");
+        assert!(marks.windows(2).any(|w| w[0] > 1 && w[1] < w[0]), "lowered as the tail nears: {marks:?}");
+        drop(writer.await.unwrap());
+    });
+    let mut slack = LowWater::new(-1, 20_000);
+    slack.awaiting(10_000);
+    assert_eq!(slack.set, 1, "never above what is sure to come");
+}
