@@ -65,9 +65,10 @@ pub fn principal_and_host() -> (Arc<str>, String) {
 }
 
 /// The user name quotas know the request's principal by (Kafka's
-/// `principal.getName`: `alice` of `User:alice`), and its client address.
+/// `principal.getName`: `alice` of `User:alice`).
 pub fn quota_user() -> String {
-    let (principal, _) = principal_and_host();
+    let principal =
+        CONTEXT.try_with(|c| c.principal.clone()).unwrap_or_else(|_| Arc::from(principal::ANONYMOUS));
     principal.split_once(':').map_or(principal.to_string(), |(_, name)| name.to_string())
 }
 

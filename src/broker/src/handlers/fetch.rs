@@ -69,14 +69,10 @@ pub async fn handle(shared: &Arc<Shared>, r: FetchRequest, header: &RequestHeade
     // A consumer under a fetch byte-rate quota reads at most what the quota
     // allows over its windows in one response (as Kafka caps it), so that a
     // response is never too large to be let through.
-    let consumer = r.replica_id.0 < 0;
-    let quotas = shared.quota_configs();
-    let user = crate::connection::quota_user();
+    let quotas = Some(shared.quota_configs()).filter(|q| r.replica_id.0 < 0 && !q.is_empty());
+    let user = quotas.as_ref().map(|_| crate::connection::quota_user()).unwrap_or_default();
     let client_id = header.client_id.as_deref().unwrap_or("");
-    let most = match consumer {
-        true => shared.client_quotas.fetch.most_per_request(&quotas, &user, client_id),
-        false => None,
-    };
+    let most = quotas.as_ref().and_then(|q| shared.client_quotas.fetch.most_per_request(q, &user, client_id));
     let params = FetchParams {
         max_bytes: most
             .map_or(i64::from(r.max_bytes.max(0)), |m| i64::from(r.max_bytes.max(0)).min(m.max(1.0) as i64)),
@@ -118,10 +114,10 @@ pub async fn handle(shared: &Arc<Shared>, r: FetchRequest, header: &RequestHeade
     for p in topics.iter().flat_map(|t| &t.partitions) {
         shared.metrics.error("Fetch", p.error_code);
     }
-    if consumer && !quotas.is_empty() {
+    if let Some(quotas) = &quotas {
         let now = Instant::now();
         let fetch = &shared.client_quotas.fetch;
-        let wait = fetch.record(&quotas, &user, client_id, total as f64, now);
+        let wait = fetch.record(quotas, &user, client_id, total as f64, now);
         // A first batch larger than the quota allows at once (KIP-74 sends
         // it whole) would be refused for ever: it goes out, and the client
         // waits for it afterwards.
@@ -132,7 +128,7 @@ pub async fn handle(shared: &Arc<Shared>, r: FetchRequest, header: &RequestHeade
             if !oversized {
                 // Over the quota: nothing is sent (so nothing counts), and the
                 // client is told how long to wait, as Kafka answers.
-                fetch.unrecord(&quotas, &user, client_id, total as f64, now);
+                fetch.unrecord(quotas, &user, client_id, total as f64, now);
                 let session_id = shared.fetch_sessions.abandon(context);
                 return built(header, encode(version, 0, session_id, &[], r.isolation_level));
             }

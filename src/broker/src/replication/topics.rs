@@ -283,19 +283,7 @@ impl Replication {
                         Err(ZkError::NoNode) => {
                             // A parent is missing (`/config/users` on a new
                             // cluster, or the user of a user's client id).
-                            let mut parent = String::new();
-                            for part in path
-                                .trim_start_matches('/')
-                                .split('/')
-                                .collect::<Vec<_>>()
-                                .iter()
-                                .rev()
-                                .skip(1)
-                                .rev()
-                            {
-                                parent = format!("{parent}/{part}");
-                                let _ = client.create(&parent, b"", &persistent).await;
-                            }
+                            create_parents(&client, &path, &persistent).await;
                             Err(ZkError::BadVersion)
                         }
                         other => other.map(drop),
@@ -351,18 +339,7 @@ impl Replication {
                 (None, false) => match client.create(&path, &data, &persistent).await {
                     Err(ZkError::NoNode) => {
                         // Its parents first (`/kafka-acl/Topic`, ...).
-                        let mut at = String::new();
-                        for part in path
-                            .trim_start_matches('/')
-                            .split('/')
-                            .collect::<Vec<_>>()
-                            .split_last()
-                            .map_or(&[][..], |(_, p)| p)
-                        {
-                            at.push('/');
-                            at.push_str(part);
-                            let _ = client.create(&at, b"", &persistent).await;
-                        }
+                        create_parents(&client, &path, &persistent).await;
                         Err(ZkError::BadVersion)
                     }
                     other => other.map(drop),
@@ -611,4 +588,16 @@ async fn write_topic(
         &[("topic", &name), ("partitions", &assignment.len()), ("assignment", &format!("{assignment:?}"))],
     );
     Ok(true)
+}
+
+/// Creates the znodes above `path` that are missing (each empty); one made
+/// meanwhile by another member is as good.
+async fn create_parents(client: &Client, path: &str, mode: &zookeeper_client::CreateOptions<'_>) {
+    let mut at = String::new();
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    for part in parts.split_last().map_or(&[][..], |(_, above)| above) {
+        at.push('/');
+        at.push_str(part);
+        let _ = client.create(&at, b"", mode).await;
+    }
 }

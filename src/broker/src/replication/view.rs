@@ -148,14 +148,17 @@ pub async fn read(client: &Client) -> Result<ClusterView, ZkError> {
     };
     for user in children(client, znodes::CONFIG_USERS).await? {
         let path = format!("{}/{user}", znodes::CONFIG_USERS);
-        if let Some((d, _)) = data(client, &path).await? {
-            let config = znodes::config_from_json(&d);
-            add_quotas(format!("users/{user}"), &config);
-            let name = crate::client_quota::desanitize(&user).unwrap_or_else(|| user.clone());
-            // A name's sanitized znode wins over one written under its raw name.
-            if user == crate::client_quota::sanitize(&name) || !view.user_configs.contains_key(&name) {
-                view.user_configs.insert(name, config);
-            }
+        let Some((d, stat)) = data(client, &path).await? else { continue };
+        let config = znodes::config_from_json(&d);
+        add_quotas(format!("users/{user}"), &config);
+        let name = crate::client_quota::desanitize(&user).unwrap_or_else(|| user.clone());
+        // A name's sanitized znode wins over one written under its raw name.
+        if user == crate::client_quota::sanitize(&name) || !view.user_configs.contains_key(&name) {
+            view.user_configs.insert(name, config);
+        }
+        // Only a user with quotas per client id has znodes under it.
+        if stat.num_children == 0 {
+            continue;
         }
         for client_id in children(client, &format!("{path}/clients")).await? {
             if let Some((d, _)) = data(client, &format!("{path}/clients/{client_id}")).await? {
